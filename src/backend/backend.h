@@ -1,0 +1,113 @@
+// The backend interface: memory plus the ops every architecture's forward pass is
+// written against. The CPU backend is the executable specification; other backends
+// implement the same ops (and may fuse them) so a model is written once.
+//
+// Shapes are written in GGML order, innermost first: x {d, n} is n rows of d floats.
+// Activations are F32 unless a comment says otherwise. Ops may run asynchronously;
+// read() and sync() are the only points where the host waits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/tensor.h"
+
+namespace zinc {
+
+namespace gguf { struct TensorInfo; }
+
+struct RopeParams {
+  int n_rot = 0;        // rotated dims per head (the rest pass through)
+  float theta = 10000;  // frequency base: dim pair j turns at pos · theta^(-2j/n_rot)
+  bool neox = true;     // NEOX pairs dim j with j + n_rot/2; otherwise 2j with 2j+1
+  float freq_scale = 1; // linear position scaling (1 = none)
+  const Tensor* freq_factors = nullptr;  // {n_rot/2} divisors of each frequency, or none
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----------------------------------------------------------------
+  // A weight from a mapped GGUF, kept in its own block format. The CPU backend
+  // refers to the map; a device backend copies it once.
+  virtual Tensor upload_weight(const gguf::TensorInfo& info) = 0;
+  // Memory that lives until the backend dies (caches, recurrent state), zeroed.
+  virtual Tensor alloc_persistent(DType t, std::initializer_list<int64_t> dims) = 0;
+  // Memory for one forward pass; everything from scratch() is released by scratch_reset().
+  virtual Tensor scratch(DType t, std::initializer_list<int64_t> dims) = 0;
+  virtual void scratch_reset() = 0;
+  virtual void write(const Tensor& dst, const void* host, size_t bytes, size_t offset = 0) = 0;
+  virtual void read(const Tensor& src, void* host, size_t bytes, size_t offset = 0) = 0;
+  virtual void zero(const Tensor& t) = 0;
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same byte size
+  virtual void sync() = 0;
+
+  // ---- ops -----------------------------------------------------------------------
+  // out {d, n} = rows ids[i] of table {d, vocab} (any type), as F32.
+  virtual void embed(const Tensor& table, const Tensor& ids /*I32 {n}*/, const Tensor& out) = 0;
+  // y {out, n} = x {in, n} times w {in, out}ᵀ, w of any type.
+  virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& y) = 0;
+  // Per row of length d = x.ne[0]: y = x / sqrt(mean(x²) + eps) * w (w {d}, or none when null).
+  virtual void rms_norm(const Tensor& x, const Tensor* w, float eps, const Tensor& y) = 0;
+  // Per row: y = x / sqrt(sum(x²) + eps).
+  virtual void l2_norm(const Tensor& x, float eps, const Tensor& y) = 0;
+  // Per row: y = rms_norm(x, w, eps) * silu(z); x, z, y {d, rows}, w {d}.
+  virtual void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& y) = 0;
+  // In place on x {head_dim, heads, n}: rotary embedding of the first n_rot dims of
+  // each head at position pos[i] (I32 {n}); see RopeParams.
+  virtual void rope(const Tensor& x, const Tensor& pos, const RopeParams& p) = 0;
+
+  // Element-wise, same shapes.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
+  // y = silu(gate) * up.
+  virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  // y = x * sigmoid(g); g has x's shape, or {1, rows} (one gate per row).
+  virtual void mul_sigmoid(const Tensor& x, const Tensor& g, const Tensor& y) = 0;
+  // y {len, rows} = columns [offset, offset + len) of x {w, rows}.
+  virtual void slice_cols(const Tensor& x, int64_t offset, int64_t len, const Tensor& y) = 0;
+
+  // Gated DeltaNet gates, per token and value head (a, b {H, n}; dt_bias, a_log_neg {H}):
+  //   g = softplus(a + dt_bias) * a_neg   (a log-decay, <= 0)
+  //   beta = sigmoid(b)
+  virtual void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg,
+                         const Tensor& g, const Tensor& beta) = 0;
+  // Depthwise causal conv with kernel K over x {C, n}, then SiLU. state {C, K-1}
+  // holds the previous K-1 inputs (oldest first) and is updated; w {K, C}.
+  virtual void causal_conv_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& y) = 0;
+  // Gated delta rule over n tokens. q, k {dk, Hk, n} (already L2-normalised),
+  // v {dv, H, n}, g, beta {H, n}; value head h reads key head h % Hk. state
+  // {dv, dk, H} F32 (S[h][i][j], i over dk) is carried in and out. y {dv, H, n}.
+  // Per token: S = exp(g)·S; S += k ⊗ beta·(v − Sᵀk); y = Sᵀq / sqrt(dk).
+  virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                const Tensor& beta, const Tensor& state, const Tensor& y) = 0;
+
+  // Writes k, v {D, Hkv, n} into the caches {D, Hkv, n_ctx} at rows pos[i] (I32 {n}).
+  // Positions live on the device so a captured step can be replayed at a new position.
+  virtual void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& pos) = 0;
+  // Causal GQA attention: query i {D, Hq} attends to cache rows 0..pos[i] (which
+  // already hold those positions); y {D, Hq, n}. Query head h reads KV head
+  // h / (Hq / Hkv).
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
+                         float scale, const Tensor& y) = 0;
+
+  // Router: p = softmax(logits {E, n}); the k largest per token into ids (I32 {k, n})
+  // and weights ({k, n}), renormalised to sum 1 when `renormalize`.
+  virtual void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids,
+                         const Tensor& weights) = 0;
+  // y {d, n} = sum over the k chosen experts of weight · down_e(silu(gate_e x) · up_e x).
+  // gate, up {d, ff, E}; down {ff, d, E}.
+  virtual void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down,
+                       const Tensor& ids, const Tensor& weights, const Tensor& y) = 0;
+
+  // ids (I32 {n}) = argmax per row of logits {V, n}.
+  virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);  // 0: all cores
+
+}  // namespace zinc

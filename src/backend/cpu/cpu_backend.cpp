@@ -1,0 +1,431 @@
+// The CPU backend: the executable specification of every op in backend.h.
+// Straightforward loops, f32 activations with double accumulation where sums are
+// long, threads over rows/heads/tokens. Correctness first; other backends are
+// tested against this one.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/delta_rule.h"
+#include "backend/cpu/thread_pool.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+namespace zinc {
+namespace {
+
+void check(bool ok, const char* op, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("cpu ") + op + ": " + what);
+}
+void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
+
+double dot(const float* a, const float* b, int64_t n) {
+  // Four partial sums: vectorisable and more accurate than one running float.
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  double s = static_cast<double>(s0) + s1 + s2 + s3;
+  for (; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
+
+// Bump allocator for per-pass scratch; grows by whole chunks and folds them into
+// one on reset so steady state is a single allocation.
+class Arena {
+ public:
+  void* take(size_t bytes) {
+    bytes = (bytes + 63) & ~size_t{63};
+    if (chunks_.empty() || used_ + bytes > chunks_.back().size) {
+      size_t size = std::max<size_t>(bytes, chunks_.empty() ? (size_t{1} << 20) : chunks_.back().size * 2);
+      chunks_.push_back({Buffer(new (std::align_val_t{64}) std::byte[size]), size});
+      used_ = 0;
+    }
+    void* p = chunks_.back().data.get() + used_;
+    used_ += bytes;
+    total_ += bytes;
+    return p;
+  }
+  void reset() {
+    if (chunks_.size() > 1) {
+      size_t size = 0;
+      for (auto& c : chunks_) size += c.size;
+      chunks_.clear();
+      chunks_.push_back({Buffer(new (std::align_val_t{64}) std::byte[size]), size});
+    }
+    used_ = 0;
+    total_ = 0;
+  }
+
+ private:
+  struct Chunk {
+    Buffer data;
+    size_t size;
+  };
+  std::vector<Chunk> chunks_;
+  size_t used_ = 0, total_ = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads)
+      : pool_(n_threads > 0 ? n_threads : std::max(1u, std::thread::hardware_concurrency())) {}
+
+  std::string name() const override { return "cpu"; }
+
+  Tensor upload_weight(const gguf::TensorInfo& info) override {
+    Tensor t;
+    t.type = info.type;
+    for (size_t i = 0; i < 4; ++i) t.ne[i] = info.dim(i);
+    t.data = const_cast<uint8_t*>(info.data);  // read-only by contract: ops never write weights
+    return t;
+  }
+  Tensor alloc_persistent(DType type, std::initializer_list<int64_t> dims) override {
+    Tensor t = Tensor::make(type, dims);
+    persistent_.emplace_back(new (std::align_val_t{64}) std::byte[t.nbytes()]);
+    t.data = persistent_.back().get();
+    std::memset(t.data, 0, t.nbytes());
+    return t;
+  }
+  Tensor scratch(DType type, std::initializer_list<int64_t> dims) override {
+    Tensor t = Tensor::make(type, dims);
+    t.data = arena_.take(t.nbytes());
+    return t;
+  }
+  void scratch_reset() override { arena_.reset(); }
+  void write(const Tensor& dst, const void* host, size_t bytes, size_t offset) override {
+    check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
+    std::memcpy(static_cast<char*>(dst.data) + offset, host, bytes);
+  }
+  void read(const Tensor& src, void* host, size_t bytes, size_t offset) override {
+    check(offset + bytes <= src.nbytes(), "read", "out of bounds");
+    std::memcpy(host, static_cast<const char*>(src.data) + offset, bytes);
+  }
+  void zero(const Tensor& t) override { std::memset(t.data, 0, t.nbytes()); }
+  void copy(const Tensor& src, const Tensor& dst) override {
+    check(src.nbytes() == dst.nbytes(), "copy", "sizes differ");
+    std::memmove(dst.data, src.data, src.nbytes());
+  }
+  void sync() override {}
+
+  void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    check_f32(out, "embed");
+    const int64_t d = table.ne[0], n = ids.ne[0];
+    check(out.ne[0] == d && out.rows() == n, "embed", "shape mismatch");
+    const auto* id = ids.as<const int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      check(id[i] >= 0 && id[i] < table.rows(), "embed", "token id out of range");
+      dequantize_row(table.type, static_cast<const char*>(table.data) + table.row_bytes() * id[i],
+                     out.as<float>() + i * d, d);
+    }
+  }
+
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
+    check_f32(x, "matmul");
+    check_f32(y, "matmul");
+    const int64_t in = w.ne[0], out = w.rows(), n = x.rows();
+    check(x.ne[0] == in, "matmul", "x row length differs from the weight's");
+    check(y.ne[0] == out && y.rows() == n, "matmul", "y shape mismatch");
+    const size_t wrow = w.row_bytes();
+    const auto* xs = x.as<const float>();
+    auto* ys = y.as<float>();
+    pool_.parallel_for(out, 4, [&](int64_t r0, int64_t r1, int) {
+      std::vector<float> row(w.type == DType::F32 ? 0 : in);
+      for (int64_t r = r0; r < r1; ++r) {
+        const void* src = static_cast<const char*>(w.data) + wrow * r;
+        const float* wr = static_cast<const float*>(src);
+        if (w.type != DType::F32) {
+          dequantize_row(w.type, src, row.data(), in);
+          wr = row.data();
+        }
+        for (int64_t t = 0; t < n; ++t) ys[t * out + r] = static_cast<float>(dot(wr, xs + t * in, in));
+      }
+    });
+  }
+
+  void rms_norm(const Tensor& x, const Tensor* w, float eps, const Tensor& y) override {
+    check_f32(x, "rms_norm");
+    const int64_t d = x.ne[0];
+    check(!w || (w->ne[0] == d && w->type == DType::F32), "rms_norm", "weight shape/type");
+    check(y.n_elements() == x.n_elements(), "rms_norm", "y shape");
+    const float* wp = w ? w->as<const float>() : nullptr;
+    pool_.parallel_for(x.rows(), 16, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x.as<const float>() + r * d;
+        float* yr = y.as<float>() + r * d;
+        const float inv = static_cast<float>(1.0 / std::sqrt(dot(xr, xr, d) / d + eps));
+        for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * (wp ? wp[i] : 1.0f);
+      }
+    });
+  }
+
+  void l2_norm(const Tensor& x, float eps, const Tensor& y) override {
+    check_f32(x, "l2_norm");
+    const int64_t d = x.ne[0];
+    check(y.n_elements() == x.n_elements(), "l2_norm", "y shape");
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      const float* xr = x.as<const float>() + r * d;
+      float* yr = y.as<float>() + r * d;
+      const float inv = static_cast<float>(1.0 / std::sqrt(dot(xr, xr, d) + eps));
+      for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv;
+    }
+  }
+
+  void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& y) override {
+    rms_norm(x, &w, eps, y);
+    check(z.n_elements() == x.n_elements(), "rms_norm_gated", "z shape");
+    const auto* zs = z.as<const float>();
+    auto* ys = y.as<float>();
+    for (int64_t i = 0; i < y.n_elements(); ++i) ys[i] *= silu(zs[i]);
+  }
+
+  void rope(const Tensor& x, const Tensor& pos, const RopeParams& rp) override {
+    check_f32(x, "rope");
+    const int64_t hd = x.ne[0], heads = x.ne[1], n = x.ne[2];
+    check(rp.n_rot % 2 == 0 && rp.n_rot <= hd && pos.ne[0] == n, "rope", "shape");
+    const int half = rp.n_rot / 2;
+    check(!rp.freq_factors || rp.freq_factors->ne[0] == half, "rope", "freq_factors shape");
+    std::vector<float> inv_freq(half);
+    for (int j = 0; j < half; ++j) {
+      double f = std::pow(static_cast<double>(rp.theta), -2.0 * j / rp.n_rot) * rp.freq_scale;
+      if (rp.freq_factors) f /= rp.freq_factors->as<const float>()[j];
+      inv_freq[j] = static_cast<float>(f);
+    }
+    const auto* p = pos.as<const int32_t>();
+    for (int64_t t = 0; t < n; ++t)
+      for (int j = 0; j < half; ++j) {
+        // f32 angle, as the reference implementations compute position · inv_freq.
+        const float ang = static_cast<float>(p[t]) * inv_freq[j];
+        const float c = std::cos(ang), s = std::sin(ang);
+        const int64_t i0 = rp.neox ? j : 2 * j, i1 = rp.neox ? j + half : 2 * j + 1;
+        for (int64_t h = 0; h < heads; ++h) {
+          float* xh = x.as<float>() + (t * heads + h) * hd;
+          const float a = xh[i0], b = xh[i1];
+          xh[i0] = a * c - b * s;
+          xh[i1] = a * s + b * c;
+        }
+      }
+  }
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
+    check(a.n_elements() == b.n_elements() && a.n_elements() == y.n_elements(), "add", "shapes differ");
+    for (int64_t i = 0; i < y.n_elements(); ++i) y.as<float>()[i] = a.as<const float>()[i] + b.as<const float>()[i];
+  }
+
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    check(gate.n_elements() == up.n_elements() && y.n_elements() == up.n_elements(), "swiglu", "shapes differ");
+    for (int64_t i = 0; i < y.n_elements(); ++i)
+      y.as<float>()[i] = silu(gate.as<const float>()[i]) * up.as<const float>()[i];
+  }
+
+  void mul_sigmoid(const Tensor& x, const Tensor& g, const Tensor& y) override {
+    check(y.n_elements() == x.n_elements(), "mul_sigmoid", "y shape");
+    const int64_t d = x.ne[0];
+    const bool per_row = g.n_elements() != x.n_elements();
+    check(!per_row || (g.ne[0] == 1 && g.rows() == x.rows()), "mul_sigmoid", "gate shape");
+    for (int64_t i = 0; i < x.n_elements(); ++i)
+      y.as<float>()[i] = x.as<const float>()[i] * sigmoid(g.as<const float>()[per_row ? i / d : i]);
+  }
+
+  void slice_cols(const Tensor& x, int64_t offset, int64_t len, const Tensor& y) override {
+    const int64_t w = x.ne[0];
+    check(offset >= 0 && offset + len <= w && y.ne[0] == len && y.rows() == x.rows(), "slice_cols", "shape");
+    for (int64_t r = 0; r < x.rows(); ++r)
+      std::memcpy(y.as<float>() + r * len, x.as<const float>() + r * w + offset, len * sizeof(float));
+  }
+
+  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, const Tensor& g,
+                 const Tensor& beta) override {
+    const int64_t H = a.ne[0];
+    check(dt_bias.ne[0] == H && a_neg.ne[0] == H && b.n_elements() == a.n_elements(), "gdn_gates", "shape");
+    for (int64_t i = 0; i < a.n_elements(); ++i) {
+      const float x = a.as<const float>()[i] + dt_bias.as<const float>()[i % H];
+      const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));  // torch's threshold
+      g.as<float>()[i] = softplus * a_neg.as<const float>()[i % H];
+      beta.as<float>()[i] = sigmoid(b.as<const float>()[i]);
+    }
+  }
+
+  void causal_conv_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& y) override {
+    const int64_t C = x.ne[0], n = x.rows(), K = w.ne[0];
+    check(w.ne[1] == C && w.type == DType::F32, "causal_conv_silu", "weight shape/type");
+    check(state.ne[0] == C && state.ne[1] == K - 1 && y.n_elements() == x.n_elements(), "causal_conv_silu",
+          "state/y shape");
+    // Window = K-1 remembered inputs followed by the n new ones.
+    std::vector<float> win((K - 1 + n) * C);
+    std::memcpy(win.data(), state.data, (K - 1) * C * sizeof(float));
+    std::memcpy(win.data() + (K - 1) * C, x.data, n * C * sizeof(float));
+    const auto* wp = w.as<const float>();
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        float acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += wp[c * K + k] * win[(t + k) * C + c];
+        y.as<float>()[t * C + c] = silu(acc);
+      }
+    std::memcpy(state.data, win.data() + n * C, (K - 1) * C * sizeof(float));
+  }
+
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& state, const Tensor& y) override {
+    cpu::DeltaRuleShape s{q.ne[2], v.ne[1], q.ne[1], q.ne[0], v.ne[0]};
+    check(k.n_elements() == q.n_elements() && v.ne[2] == s.n_tokens && s.n_heads % s.n_k_heads == 0,
+          "gated_delta_rule", "q/k/v shape");
+    check(g.ne[0] == s.n_heads && beta.ne[0] == s.n_heads && state.n_elements() == s.n_heads * s.dk * s.dv,
+          "gated_delta_rule", "g/beta/state shape");
+    // Prefill uses the chunked form, decode the recurrence; they agree (tests/backend).
+    constexpr int64_t kChunk = 64;
+    pool_.parallel_for(s.n_heads, 1, [&](int64_t h0, int64_t h1, int) {
+      if (s.n_tokens >= 16)
+        cpu::delta_rule_chunked(s, kChunk, q.as<const float>(), k.as<const float>(), v.as<const float>(),
+                                g.as<const float>(), beta.as<const float>(), state.as<float>(), y.as<float>(), h0, h1);
+      else
+        cpu::delta_rule_recurrent(s, q.as<const float>(), k.as<const float>(), v.as<const float>(),
+                                  g.as<const float>(), beta.as<const float>(), state.as<float>(), y.as<float>(), h0,
+                                  h1);
+    });
+  }
+
+  void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                const Tensor& pos) override {
+    const int64_t row = k.ne[0] * k.ne[1], n = k.ne[2];
+    check(k_cache.ne[0] * k_cache.ne[1] == row && pos.ne[0] == n, "kv_store", "shape");
+    check(k_cache.type == DType::F32 && v_cache.type == DType::F32, "kv_store", "the CPU caches are F32");
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t p = pos.as<const int32_t>()[i];
+      check(p >= 0 && p < k_cache.ne[2], "kv_store", "position outside the cache");
+      std::memcpy(k_cache.as<float>() + p * row, k.as<const float>() + i * row, row * sizeof(float));
+      std::memcpy(v_cache.as<float>() + p * row, v.as<const float>() + i * row, row * sizeof(float));
+    }
+  }
+
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
+                 const Tensor& y) override {
+    const int64_t D = q.ne[0], Hq = q.ne[1], n = q.ne[2], Hkv = k_cache.ne[1];
+    check(k_cache.ne[0] == D && Hq % Hkv == 0 && pos.ne[0] == n, "attention", "shape");
+    const int64_t group = Hq / Hkv;
+    pool_.parallel_for(n * Hq, 1, [&](int64_t i0, int64_t i1, int) {
+      std::vector<double> p;
+      std::vector<double> acc(D);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / Hq, h = i % Hq, kvh = h / group, len = pos.as<const int32_t>()[t] + 1;
+        check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
+        const float* qh = q.as<const float>() + i * D;
+        p.resize(len);
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t s = 0; s < len; ++s) {
+          p[s] = dot(qh, k_cache.as<const float>() + (s * Hkv + kvh) * D, D) * scale;
+          mx = std::max(mx, p[s]);
+        }
+        double sum = 0;
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t s = 0; s < len; ++s) {
+          const float* vs = v_cache.as<const float>() + (s * Hkv + kvh) * D;
+          for (int64_t j = 0; j < D; ++j) acc[j] += p[s] * vs[j];
+        }
+        float* yh = y.as<float>() + i * D;
+        for (int64_t j = 0; j < D; ++j) yh[j] = static_cast<float>(acc[j] / sum);
+      }
+    });
+  }
+
+  void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
+    const int64_t E = logits.ne[0], n = logits.rows();
+    check(k > 0 && k <= E && ids.ne[0] == k && weights.ne[0] == k && ids.rows() == n, "moe_route", "shape");
+    std::vector<double> p(E);
+    std::vector<int32_t> order(E);
+    for (int64_t t = 0; t < n; ++t) {
+      const float* l = logits.as<const float>() + t * E;
+      const double mx = *std::max_element(l, l + E);
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e) sum += (p[e] = std::exp(l[e] - mx));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return p[a] > p[b] || (p[a] == p[b] && a < b);
+      });
+      double chosen = 0;
+      for (int j = 0; j < k; ++j) chosen += p[order[j]];
+      for (int j = 0; j < k; ++j) {
+        ids.as<int32_t>()[t * k + j] = order[j];
+        weights.as<float>()[t * k + j] = static_cast<float>(p[order[j]] / (renormalize ? chosen : sum));
+      }
+    }
+  }
+
+  void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
+               const Tensor& weights, const Tensor& y) override {
+    const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2];
+    const int64_t ff = down.ne[0];
+    check(gate.ne[0] == d && up.ne[0] == d && gate.ne[1] == ff && up.ne[1] == ff && down.ne[1] == d &&
+              up.ne[2] == E && down.ne[2] == E,
+          "moe_ffn", "expert shapes");
+    check(ids.rows() == n && y.ne[0] == d && y.rows() == n, "moe_ffn", "ids/y shape");
+    std::vector<float> out(n * d, 0.0f);
+    // Group the tokens by expert so each expert's weights are read once per call.
+    std::vector<std::vector<std::pair<int64_t, float>>> routed(E);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = ids.as<const int32_t>()[t * k + j];
+        check(e >= 0 && e < E, "moe_ffn", "expert id out of range");
+        routed[e].push_back({t, weights.as<const float>()[t * k + j]});
+      }
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t m = static_cast<int64_t>(routed[e].size());
+      if (m == 0) continue;
+      std::vector<float> xe(m * d), ge(m * ff), ue(m * ff), de(m * d);
+      for (int64_t i = 0; i < m; ++i)
+        std::memcpy(&xe[i * d], x.as<const float>() + routed[e][i].first * d, d * sizeof(float));
+      Tensor xt = Tensor::make(DType::F32, {d, m}, xe.data());
+      Tensor gt = Tensor::make(DType::F32, {ff, m}, ge.data());
+      Tensor ut = Tensor::make(DType::F32, {ff, m}, ue.data());
+      Tensor dt = Tensor::make(DType::F32, {d, m}, de.data());
+      matmul(gate.slice(2, e, 1), xt, gt);
+      matmul(up.slice(2, e, 1), xt, ut);
+      swiglu(gt, ut, gt);
+      matmul(down.slice(2, e, 1), gt, dt);
+      for (int64_t i = 0; i < m; ++i) {
+        const auto [t, wgt] = routed[e][i];
+        for (int64_t c = 0; c < d; ++c) out[t * d + c] += wgt * de[i * d + c];
+      }
+    }
+    std::memcpy(y.data, out.data(), out.size() * sizeof(float));
+  }
+
+  void argmax(const Tensor& logits, const Tensor& ids) override {
+    const int64_t V = logits.ne[0];
+    for (int64_t t = 0; t < logits.rows(); ++t) {
+      const float* l = logits.as<const float>() + t * V;
+      ids.as<int32_t>()[t] = static_cast<int32_t>(std::max_element(l, l + V) - l);
+    }
+  }
+
+ private:
+  cpu::ThreadPool pool_;
+  Arena arena_;
+  std::vector<Buffer> persistent_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+}  // namespace zinc

@@ -1,0 +1,90 @@
+// Shared pieces of `zinc run` and `zinc chat` (see text_generation.h).
+#include "cli/text/text_generation.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+#include "cli/default_backend.h"
+#include "text/chat_template.h"
+
+namespace zinc::cli {
+
+void add_text_generation_options(CLI::App& cmd, TextGenerationOptions& o) {
+  cmd.add_option("-m,--model", o.model, "GGUF model")->required();
+  cmd.add_option("-n,--max-tokens", o.max_tokens, "Tokens to generate at most per reply")->capture_default_str();
+  cmd.add_option("--ctx", o.ctx, "Context length in tokens (at most the model's)")->capture_default_str();
+  cmd.add_option("--threads", o.threads, "CPU threads (0: all cores)");
+  cmd.add_option("--system", o.system, "System message");
+  SamplerParams& s = o.sampling;
+  cmd.add_option("--temp", s.temperature, "Temperature; 0 is greedy")->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "Keep the most likely tokens up to this probability (1: off)")->capture_default_str();
+  cmd.add_option("--min-p", s.min_p, "Drop tokens below this fraction of the best one's probability (0: off)")
+      ->capture_default_str();
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "Penalty on recent tokens (1: off)")->capture_default_str();
+  cmd.add_option("--repeat-last-n", s.penalty_last_n, "How many recent tokens the penalties look at")
+      ->capture_default_str();
+  cmd.add_option("--presence-penalty", s.presence_penalty, "Subtracted once from each recent token's logit");
+  cmd.add_option("--frequency-penalty", s.frequency_penalty, "Subtracted per occurrence of a recent token");
+  cmd.add_option("--seed", s.seed, "Random seed (default: a fresh one each run)")
+      ->each([&o](const std::string&) { o.seed_given = true; });
+}
+
+SamplerParams resolve_sampling(const TextGenerationOptions& options) {
+  SamplerParams p = options.sampling;
+  if (!options.seed_given) p.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  return p;
+}
+
+TextModel TextModel::load(const TextGenerationOptions& options) {
+  if (options.max_tokens < 0) throw std::invalid_argument("-n must be >= 0");
+  if (options.ctx < 1) throw std::invalid_argument("--ctx must be >= 1");
+  TextModel m;
+  m.file = gguf::GgufFile::open(options.model);
+  m.tokenizer = text::Tokenizer::from_gguf(*m.file);
+  m.backend = make_default_backend(options.threads);
+  m.model = load_model(*m.file, *m.backend);
+  m.chat_template = m.tokenizer->chat_template();
+  for (int32_t id = 0; id < m.tokenizer->n_vocab(); ++id)
+    if (m.tokenizer->is_eog(id)) m.eog_ids.push_back(id);
+  return m;
+}
+
+int64_t TextModel::context_length(int64_t requested) const {
+  const int64_t trained = model->n_ctx_train();
+  return trained > 0 ? std::min(requested, trained) : requested;
+}
+
+std::string TextModel::render(const nlohmann::ordered_json& messages) const {
+  if (chat_template.empty())
+    throw std::runtime_error("the model has no chat template (tokenizer.chat_template); give the prompt with --raw");
+  const auto token_or_empty = [&](int32_t id) { return id >= 0 ? tokenizer->token_text(id) : std::string(); };
+  return render_chat(chat_template, messages, nullptr, /*add_generation_prompt=*/true, nlohmann::ordered_json::object(),
+                     token_or_empty(tokenizer->bos()), token_or_empty(tokenizer->eos()));
+}
+
+std::vector<int32_t> TextModel::encode_rendered(const std::string& rendered) const {
+  return tokenizer->encode(rendered, /*parse_special=*/true, /*add_bos=*/false);
+}
+
+void TextStreamer::push(int32_t token) {
+  const std::string piece = decoder_.push(token);
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+}
+
+void TextStreamer::finish() {
+  const std::string rest = decoder_.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fflush(stdout);
+}
+
+void print_speed(const GenerationStats& stats) {
+  std::fprintf(stderr, "[prompt: %lld tokens, %.1f tok/s | reply: %lld tokens, %.1f tok/s]\n",
+               static_cast<long long>(stats.prompt_tokens), stats.prompt_tokens_per_second(),
+               static_cast<long long>(stats.generated_tokens), stats.generation_tokens_per_second());
+}
+
+}  // namespace zinc::cli

@@ -1,0 +1,54 @@
+// A loaded model: weights on a backend plus one forward pass, written once per
+// architecture against the backend's ops. Architectures register by their GGUF
+// `general.architecture` name in registry.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "backend/backend.h"
+#include "runtime/sequence.h"
+
+namespace zinc {
+
+namespace gguf { class GgufFile; }
+
+// Called with intermediate tensors when set (for diffing against an oracle); layer
+// is -1 outside the layers. Costs nothing when unset.
+using TraceFn = std::function<void(const Tensor& t, std::string_view name, int layer)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string_view arch() const = 0;
+  virtual int64_t n_vocab() const = 0;
+  virtual int64_t n_ctx_train() const = 0;
+
+  // State for one sequence of up to n_ctx tokens, zeroed.
+  virtual SequenceState new_sequence(int64_t n_ctx) = 0;
+  // Absorbs tokens at positions [seq.n_past, seq.n_past + n) and advances n_past.
+  // Returns logits {n_vocab, n_out} for the last n_out tokens, in backend scratch
+  // memory valid until the next forward.
+  virtual Tensor forward(SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out = 1) = 0;
+
+  void set_trace(TraceFn fn) { trace_fn_ = std::move(fn); }
+
+ protected:
+  void trace(const Tensor& t, std::string_view name, int layer = -1) const {
+    if (trace_fn_) trace_fn_(t, name, layer);
+  }
+
+ private:
+  TraceFn trace_fn_;
+};
+
+// Builds the model for the file's architecture on the backend. The file must
+// outlive the model (the CPU backend reads weights from the map). Throws with a
+// clear message for an unknown architecture or a tensor of the wrong shape.
+std::unique_ptr<Model> load_model(const gguf::GgufFile& file, Backend& backend);
+
+}  // namespace zinc

@@ -1,0 +1,16 @@
+// Architecture loaders, one per GGUF `general.architecture` family.
+#pragma once
+
+#include <memory>
+
+#include "model/model.h"
+
+namespace zinc {
+
+std::unique_ptr<Model> load_qwen35(const gguf::GgufFile& file, Backend& backend);  // qwen35moe, qwen35
+// Plain pre-norm transformers (transformer.cpp).
+std::unique_ptr<Model> load_llama(const gguf::GgufFile& file, Backend& backend);
+std::unique_ptr<Model> load_qwen3(const gguf::GgufFile& file, Backend& backend);
+std::unique_ptr<Model> load_qwen3moe(const gguf::GgufFile& file, Backend& backend);
+
+}  // namespace zinc

@@ -1,0 +1,148 @@
+// Synthetic models of the plain pre-norm transformers (transformer.cpp): `llama`,
+// `qwen3` and `qwen3moe`, tiny configurations for the oracle tests. Each preset
+// mirrors a real family's quirks and mix of block types:
+//   llama tiny          SmolLM2-like: tied embeddings, mostly Q4_1 (SmolLM2's file)
+//   llama tiny-llama3   Llama-3-like: wide GQA, rope_freqs.weight, untied output
+//   qwen3 tiny          Qwen3-0.6B-like: head_dim 128 != embd / heads, tied embeddings
+//   qwen3moe tiny       Qwen3-30B-A3B-like: 8 experts, 2 used, no shared expert
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "model/synth.h"
+
+namespace zinc::synth {
+namespace {
+
+struct Shape {
+  int64_t layers, embd, vocab, ctx;
+  int64_t heads, kv_heads, head_dim, ff;
+  int64_t experts, used;  // 0 for dense models
+  float rope_base, norm_eps;
+  bool tied, rope_freqs;
+};
+
+struct Types {
+  DType embd, output, attn_qk, attn_v, attn_out, ffn_gate_up, ffn_down;
+};
+
+ModelSpec transformer_spec(const std::string& arch, const std::string& preset, Shape s, Types ty,
+                           const Options& opt) {
+  if (opt.layers) s.layers = *opt.layers;
+  if (opt.experts) s.experts = *opt.experts;
+  if (s.layers < 1 || s.experts < s.used)
+    throw std::invalid_argument("synth: need layers >= 1 and experts >= " + std::to_string(s.used));
+  if (opt.type) ty = {*opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type};
+  const bool moe = s.experts > 0, qk_norm = arch != "llama";
+
+  ModelSpec spec;
+  spec.metadata = [arch, preset, s, moe](gguf::GgufWriter& w) {
+    const std::string a = arch + ".";
+    w.set_string("general.architecture", arch);
+    w.set_string("general.name", "zinc synthetic " + arch + " " + preset);
+    w.set_u32(a + "block_count", static_cast<uint32_t>(s.layers));
+    w.set_u32(a + "context_length", static_cast<uint32_t>(s.ctx));
+    w.set_u32(a + "embedding_length", static_cast<uint32_t>(s.embd));
+    w.set_u32(a + "attention.head_count", static_cast<uint32_t>(s.heads));
+    w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+    w.set_f32(a + "attention.layer_norm_rms_epsilon", s.norm_eps);
+    w.set_f32(a + "rope.freq_base", s.rope_base);
+    w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+    if (moe) {
+      w.set_u32(a + "expert_count", static_cast<uint32_t>(s.experts));
+      w.set_u32(a + "expert_used_count", static_cast<uint32_t>(s.used));
+      w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.ff));
+    } else {
+      w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(s.ff));
+    }
+    w.set_u32(a + "vocab_size", static_cast<uint32_t>(s.vocab));
+    w.set_string("tokenizer.ggml.model", "none");
+  };
+
+  // std 1/sqrt(fan-in) keeps activations near unit scale; norm weights near 1.
+  auto matrix = [&](std::string name, DType t, std::vector<int64_t> dims) {
+    const float std_dev = 1.0f / std::sqrt(static_cast<float>(dims[0]));
+    spec.tensors.push_back({std::move(name), t, std::move(dims), Init::Normal, std_dev, 0.0f});
+  };
+  auto f32 = [&](std::string name, std::vector<int64_t> dims, Init init, float scale, float mean = 0.0f) {
+    spec.tensors.push_back({std::move(name), DType::F32, std::move(dims), init, scale, mean});
+  };
+
+  spec.tensors.push_back({"token_embd.weight", ty.embd, {s.embd, s.vocab}, Init::Normal, 1.0f, 0.0f});
+  f32("output_norm.weight", {s.embd}, Init::NearOne, 0.1f);
+  if (!s.tied) matrix("output.weight", ty.output, {s.embd, s.vocab});
+  // Llama 3's long-context divisors run from 1 to 8 across the frequencies; random
+  // ones in that range make any misuse (multiplying, wrong order) show.
+  if (s.rope_freqs) f32("rope_freqs.weight", {s.head_dim / 2}, Init::Uniform, 3.5f, 4.5f);
+  const int64_t q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    f32(b + "attn_norm.weight", {s.embd}, Init::NearOne, 0.1f);
+    matrix(b + "attn_q.weight", ty.attn_qk, {s.embd, q_width});
+    matrix(b + "attn_k.weight", ty.attn_qk, {s.embd, kv_width});
+    matrix(b + "attn_v.weight", ty.attn_v, {s.embd, kv_width});
+    matrix(b + "attn_output.weight", ty.attn_out, {q_width, s.embd});
+    if (qk_norm) {
+      f32(b + "attn_q_norm.weight", {s.head_dim}, Init::NearOne, 0.1f);
+      f32(b + "attn_k_norm.weight", {s.head_dim}, Init::NearOne, 0.1f);
+    }
+    f32(b + "ffn_norm.weight", {s.embd}, Init::NearOne, 0.1f);
+    if (moe) {
+      f32(b + "ffn_gate_inp.weight", {s.embd, s.experts}, Init::Normal, 2.0f / std::sqrt(float(s.embd)));
+      matrix(b + "ffn_gate_exps.weight", ty.ffn_gate_up, {s.embd, s.ff, s.experts});
+      matrix(b + "ffn_up_exps.weight", ty.ffn_gate_up, {s.embd, s.ff, s.experts});
+      matrix(b + "ffn_down_exps.weight", ty.ffn_down, {s.ff, s.embd, s.experts});
+    } else {
+      matrix(b + "ffn_gate.weight", ty.ffn_gate_up, {s.embd, s.ff});
+      matrix(b + "ffn_up.weight", ty.ffn_gate_up, {s.embd, s.ff});
+      matrix(b + "ffn_down.weight", ty.ffn_down, {s.ff, s.embd});
+    }
+  }
+  return spec;
+}
+
+[[noreturn]] void unknown_preset(const std::string& arch, const std::string& preset, const char* known) {
+  throw std::invalid_argument("synth: unknown " + arch + " preset '" + preset + "' (known: " + known + ")");
+}
+
+}  // namespace
+
+ModelSpec llama_spec(const Options& opt) {
+  if (opt.preset == "tiny")
+    return transformer_spec("llama", opt.preset,
+                            {4, 256, 1000, 2048, 4, 2, 64, 512, 0, 0, 100000.0f, 1e-5f, true, false},
+                            {DType::Q8_0, DType::Q8_0, DType::Q4_1, DType::Q6_K, DType::Q4_1, DType::Q4_1,
+                             DType::Q6_K},
+                            opt);
+  if (opt.preset == "tiny-llama3")
+    return transformer_spec("llama", opt.preset,
+                            {4, 256, 1200, 8192, 8, 2, 32, 768, 0, 0, 500000.0f, 1e-5f, false, true},
+                            {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_K, DType::Q4_K, DType::Q4_K,
+                             DType::Q6_K},
+                            opt);
+  unknown_preset("llama", opt.preset, "tiny, tiny-llama3");
+}
+
+ModelSpec qwen3_spec(const Options& opt) {
+  if (opt.preset == "tiny")
+    return transformer_spec("qwen3", opt.preset,
+                            {4, 256, 1000, 4096, 4, 2, 128, 512, 0, 0, 1000000.0f, 1e-6f, true, false},
+                            {DType::Q6_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q4_K, DType::Q4_K,
+                             DType::Q6_K},
+                            opt);
+  unknown_preset("qwen3", opt.preset, "tiny");
+}
+
+ModelSpec qwen3moe_spec(const Options& opt) {
+  if (opt.preset == "tiny")
+    return transformer_spec("qwen3moe", opt.preset,
+                            {4, 256, 1000, 4096, 4, 2, 64, 256, 8, 2, 1000000.0f, 1e-6f, false, false},
+                            {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q8_0, DType::Q4_K,
+                             DType::Q5_K},
+                            opt);
+  unknown_preset("qwen3moe", opt.preset, "tiny");
+}
+
+}  // namespace zinc::synth

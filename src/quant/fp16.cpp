@@ -1,0 +1,15 @@
+// The exported fp16 / bf16 <-> fp32 conversions of quant.h (inline versions: half.h).
+#include "quant/half.h"
+#include "quant/quant.h"
+
+namespace zinc {
+
+float fp16_to_fp32(uint16_t h) { return half_bits_to_float(h); }
+
+float bf16_to_fp32(uint16_t h) { return bf16_bits_to_float(h); }
+
+uint16_t fp32_to_fp16(float f) { return float_to_half_bits(f); }
+
+uint16_t fp32_to_bf16(float f) { return float_to_bf16_bits(f); }
+
+}  // namespace zinc

@@ -1,0 +1,59 @@
+// The generation loop: prefill a prompt into a sequence in chunks, then decode one
+// token at a time with a sampler until an end-of-generation token, a token budget,
+// a full context, or the caller says stop. Knows token ids only (the tokenizer lives
+// in the text layer), so end-of-generation ids are passed in.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "runtime/sequence.h"
+#include "sample/sampler.h"
+
+namespace zinc {
+
+struct GenerateOptions {
+  int64_t max_tokens = 256;     // tokens to generate at most
+  int64_t prefill_chunk = 512;  // prompt tokens per forward call
+  std::vector<int32_t> eog_ids;  // sampling one of these ends the reply (not streamed)
+};
+
+enum class StopReason { EndOfGeneration, MaxTokens, Callback, ContextFull };
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prompt_seconds = 0;      // prefill, up to the first logits
+  double generation_seconds = 0;  // sampling and decoding after that
+
+  double prompt_tokens_per_second() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
+  double generation_tokens_per_second() const {
+    return generation_seconds > 0 ? generated_tokens / generation_seconds : 0;
+  }
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // every streamed token, in order
+  // Streamed tokens the sequence has not absorbed: the last one when generation stops
+  // for any reason but end-of-generation (feeding it would only serve a token nobody
+  // asked for). A conversation that goes on feeds these first.
+  std::vector<int32_t> not_absorbed;
+  StopReason stop = StopReason::EndOfGeneration;
+  GenerationStats stats;
+};
+
+// Called with each generated token as soon as it is sampled; returning false stops.
+using TokenCallback = std::function<bool(int32_t token)>;
+
+// Absorbs `prompt` (at least one token) into `seq` after what it already holds, then
+// generates. Every prompt and generated token is also accepted by the sampler (for
+// its penalties). Throws std::invalid_argument when the prompt does not fit in the
+// context that is left.
+GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, std::span<const int32_t> prompt,
+                          Sampler& sampler, const GenerateOptions& options, const TokenCallback& on_token);
+
+}  // namespace zinc

@@ -1,0 +1,32 @@
+// Per-sequence state that a forward pass reads and advances: a KV cache for each
+// attention layer, and the conv and delta-rule states of each recurrent (GDN) layer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace zinc {
+
+struct LayerState {
+  Tensor k_cache, v_cache;  // {head_dim, n_kv_heads, n_ctx}: attention layers
+  Tensor conv;              // {channels, kernel-1}: GDN layers
+  Tensor delta;             // {dv, dk, heads} F32: GDN layers
+};
+
+struct SequenceState {
+  int64_t n_ctx = 0;
+  int64_t n_past = 0;  // tokens already absorbed
+  std::vector<LayerState> layers;
+
+  // Forget everything: the next forward starts at position 0.
+  void reset(Backend& backend) {
+    n_past = 0;
+    for (auto& l : layers)
+      for (Tensor* t : {&l.k_cache, &l.v_cache, &l.conv, &l.delta})
+        if (!t->empty()) backend.zero(*t);
+  }
+};
+
+}  // namespace zinc

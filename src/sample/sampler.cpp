@@ -1,0 +1,148 @@
+// The sampler chain (see sampler.h for the order of the stages and why).
+#include "sample/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace zinc {
+
+namespace {
+bool by_logit_desc(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+void sort_if_needed(std::vector<Candidate>& c) {
+  if (!std::is_sorted(c.begin(), c.end(), by_logit_desc)) std::sort(c.begin(), c.end(), by_logit_desc);
+}
+}  // namespace
+
+void apply_penalties(std::span<float> logits, std::span<const int32_t> recent, float repeat_penalty,
+                     float frequency_penalty, float presence_penalty) {
+  std::unordered_map<int32_t, int> counts;
+  for (int32_t t : recent)
+    if (t >= 0 && static_cast<size_t>(t) < logits.size()) ++counts[t];
+  for (const auto& [token, count] : counts) {
+    float& l = logits[token];
+    // Dividing a negative logit would make the token more likely; multiply it instead.
+    l = l > 0 ? l / repeat_penalty : l * repeat_penalty;
+    l -= static_cast<float>(count) * frequency_penalty + presence_penalty;
+  }
+}
+
+int32_t argmax(std::span<const float> logits) {
+  if (logits.empty()) throw std::invalid_argument("argmax: empty logits");
+  // max_element returns the first of equal maxima: the lowest id.
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+void keep_top_k(std::vector<Candidate>& candidates, int k) {
+  if (k <= 0 || static_cast<size_t>(k) >= candidates.size()) {
+    sort_if_needed(candidates);
+    return;
+  }
+  std::partial_sort(candidates.begin(), candidates.begin() + k, candidates.end(), by_logit_desc);
+  candidates.resize(k);
+}
+
+void keep_top_p(std::vector<Candidate>& candidates, float p) {
+  sort_if_needed(candidates);
+  if (p >= 1 || candidates.size() <= 1) return;
+  const std::vector<double> probs = candidate_probabilities(candidates, 1.0f);
+  double cumulative = 0;
+  size_t keep = candidates.size();
+  for (size_t i = 0; i < probs.size(); ++i) {
+    cumulative += probs[i];
+    if (cumulative >= p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  candidates.resize(keep);
+}
+
+void keep_min_p(std::vector<Candidate>& candidates, float min_p) {
+  sort_if_needed(candidates);
+  if (min_p <= 0 || candidates.empty()) return;
+  // p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p), whatever the normaliser.
+  const double threshold = static_cast<double>(candidates.front().logit) + std::log(static_cast<double>(min_p));
+  size_t keep = 1;
+  while (keep < candidates.size() && candidates[keep].logit >= threshold) ++keep;
+  candidates.resize(keep);
+}
+
+std::vector<double> candidate_probabilities(std::span<const Candidate> candidates, float temperature) {
+  if (candidates.empty()) return {};
+  if (!(temperature > 0)) throw std::invalid_argument("candidate_probabilities: temperature must be > 0");
+  float max_logit = candidates.front().logit;
+  for (const Candidate& c : candidates) max_logit = std::max(max_logit, c.logit);
+  std::vector<double> probs(candidates.size());
+  double sum = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    probs[i] = std::exp((static_cast<double>(candidates[i].logit) - max_logit) / temperature);
+    sum += probs[i];
+  }
+  for (double& p : probs) p /= sum;
+  return probs;
+}
+
+size_t draw_index(std::span<const double> probs, double uniform) {
+  if (probs.empty()) throw std::invalid_argument("draw_index: no candidates");
+  double total = 0;
+  for (double p : probs) total += p;
+  const double target = uniform * total;
+  double cumulative = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    cumulative += probs[i];
+    if (target < cumulative) return i;
+  }
+  return probs.size() - 1;  // rounding left target at the very top
+}
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {
+  if (params_.repeat_penalty <= 0) throw std::invalid_argument("repeat penalty must be > 0");
+  if (params_.top_p <= 0) throw std::invalid_argument("top-p must be > 0");
+  if (params_.min_p >= 1) throw std::invalid_argument("min-p must be < 1");
+}
+
+bool Sampler::uses_penalties() const {
+  return params_.penalty_last_n > 0 &&
+         (params_.repeat_penalty != 1 || params_.frequency_penalty != 0 || params_.presence_penalty != 0);
+}
+
+void Sampler::accept(int32_t token) {
+  if (params_.penalty_last_n <= 0) return;
+  recent_.push_back(token);
+  while (recent_.size() > static_cast<size_t>(params_.penalty_last_n)) recent_.pop_front();
+}
+
+double Sampler::next_uniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // 53 random bits: [0, 1)
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) throw std::invalid_argument("sample: empty logits row");
+  std::span<const float> row = logits;
+  if (uses_penalties()) {
+    penalised_.assign(logits.begin(), logits.end());
+    recent_buffer_.assign(recent_.begin(), recent_.end());
+    apply_penalties(penalised_, recent_buffer_, params_.repeat_penalty, params_.frequency_penalty,
+                    params_.presence_penalty);
+    row = penalised_;
+  }
+  if (params_.temperature <= 0) return argmax(row);
+
+  candidates_.resize(row.size());
+  for (size_t i = 0; i < row.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), row[i]};
+  // With no truncation the draw needs no sorted order: skip sorting the whole vocab.
+  if (params_.top_k > 0 || params_.top_p < 1 || params_.min_p > 0) {
+    keep_top_k(candidates_, params_.top_k);
+    keep_top_p(candidates_, params_.top_p);
+    keep_min_p(candidates_, params_.min_p);
+  }
+  const std::vector<double> probs = candidate_probabilities(candidates_, params_.temperature);
+  return candidates_[draw_index(probs, next_uniform())].id;
+}
+
+}  // namespace zinc

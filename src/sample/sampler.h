@@ -1,0 +1,82 @@
+// The sampler chain: turns one row of next-token logits into a token id.
+//
+// Order, fixed and documented because it changes the result:
+//   1. penalties over the last `penalty_last_n` accepted tokens: repetition
+//      (positive logits divided by it, negative ones multiplied), then frequency
+//      (times the token's count) and presence (once) subtracted;
+//   2. temperature <= 0: greedy argmax of the penalised logits (lowest id on ties);
+//   3. truncation on the penalised logits at temperature 1: top-k, then top-p
+//      (smallest prefix of the sorted candidates whose probability reaches p), then
+//      min-p (drop candidates less likely than min_p times the most likely one);
+//   4. temperature last: softmax(logit / T) over the survivors, and a seeded draw.
+// The draw uses std::mt19937_64 and its own uniform mapping (the std distributions
+// differ between standard libraries), so one seed gives one output everywhere.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace zinc {
+
+struct SamplerParams {
+  float temperature = 0.8f;      // <= 0: greedy
+  int top_k = 40;                // <= 0: off
+  float top_p = 0.95f;           // >= 1: off
+  float min_p = 0.05f;           // <= 0: off
+  float repeat_penalty = 1.0f;   // 1: off
+  float frequency_penalty = 0;   // 0: off
+  float presence_penalty = 0;    // 0: off
+  int penalty_last_n = 64;       // how many recent tokens the penalties look at
+  uint64_t seed = 0;
+};
+
+struct Candidate {
+  int32_t id;
+  float logit;
+};
+
+// ---- the stages, usable on their own -----------------------------------------------
+// In place on a full logits row; `recent` holds the tokens to penalise (repeats count).
+void apply_penalties(std::span<float> logits, std::span<const int32_t> recent, float repeat_penalty,
+                     float frequency_penalty, float presence_penalty);
+// Index of the largest logit, the lowest on ties.
+int32_t argmax(std::span<const float> logits);
+// Each keeps the candidates sorted by logit, highest first (sorting them if needed),
+// and never removes the most likely one.
+void keep_top_k(std::vector<Candidate>& candidates, int k);
+void keep_top_p(std::vector<Candidate>& candidates, float p);
+void keep_min_p(std::vector<Candidate>& candidates, float min_p);
+// softmax(logit / temperature) over the candidates, in their order.
+std::vector<double> candidate_probabilities(std::span<const Candidate> candidates, float temperature);
+// Index i with probability probs[i], from one uniform number in [0, 1).
+size_t draw_index(std::span<const double> probs, double uniform);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& params);
+
+  // The next token for this logits row ({n_vocab} floats). Does not accept it.
+  int32_t sample(std::span<const float> logits);
+  // Records a token (prompt or generated) for the penalties.
+  void accept(int32_t token);
+  // Forgets the history (the random stream goes on).
+  void reset_history() { recent_.clear(); }
+
+  const SamplerParams& params() const { return params_; }
+
+ private:
+  bool uses_penalties() const;
+  double next_uniform();
+
+  SamplerParams params_;
+  std::mt19937_64 rng_;
+  std::deque<int32_t> recent_;   // at most penalty_last_n tokens, oldest first
+  std::vector<float> penalised_;  // reused copy of the logits row
+  std::vector<int32_t> recent_buffer_;
+  std::vector<Candidate> candidates_;
+};
+
+}  // namespace zinc

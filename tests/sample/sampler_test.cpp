@@ -1,0 +1,193 @@
+// The sampler chain: each stage against hand-computed values, greedy decoding, and
+// the seeded draw's distribution and reproducibility.
+#include "sample/sampler.h"
+
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace zinc {
+namespace {
+
+std::vector<int32_t> ids_of(const std::vector<Candidate>& c) {
+  std::vector<int32_t> ids;
+  for (const Candidate& x : c) ids.push_back(x.id);
+  return ids;
+}
+
+// Candidates 0..n-1 whose logits are the logs of the given probabilities.
+std::vector<Candidate> from_probs(const std::vector<double>& probs) {
+  std::vector<Candidate> c;
+  for (size_t i = 0; i < probs.size(); ++i) c.push_back({static_cast<int32_t>(i), static_cast<float>(std::log(probs[i]))});
+  return c;
+}
+
+SamplerParams plain(float temperature, uint64_t seed) {
+  SamplerParams p;
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1;
+  p.min_p = 0;
+  p.seed = seed;
+  return p;
+}
+
+TEST(Sampler, PenaltiesByHand) {
+  std::vector<float> logits = {2.0f, -2.0f, 1.0f, 0.5f};
+  const std::vector<int32_t> recent = {0, 1, 1};
+  apply_penalties(logits, recent, 2.0f, 0.5f, 0.25f);
+  EXPECT_FLOAT_EQ(logits[0], 2.0f / 2 - 1 * 0.5f - 0.25f);     // positive: divided
+  EXPECT_FLOAT_EQ(logits[1], -2.0f * 2 - 2 * 0.5f - 0.25f);    // negative: multiplied, counted twice
+  EXPECT_FLOAT_EQ(logits[2], 1.0f);                            // not in the history
+  EXPECT_FLOAT_EQ(logits[3], 0.5f);
+}
+
+TEST(Sampler, ArgmaxTakesLowestIdOnTies) {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -1.0f};
+  EXPECT_EQ(argmax(logits), 1);
+}
+
+TEST(Sampler, TopKKeepsTheKLargestSorted) {
+  std::vector<Candidate> c = {{0, 0.1f}, {1, 0.5f}, {2, 0.3f}, {3, 0.9f}};
+  keep_top_k(c, 2);
+  EXPECT_EQ(ids_of(c), (std::vector<int32_t>{3, 1}));
+  std::vector<Candidate> all = {{0, 0.1f}, {1, 0.5f}, {2, 0.3f}};
+  keep_top_k(all, 0);  // off, but sorted
+  EXPECT_EQ(ids_of(all), (std::vector<int32_t>{1, 2, 0}));
+}
+
+TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05: cumulative 0.5, 0.8, 0.95, 1.
+  auto c = from_probs({0.15, 0.5, 0.05, 0.3});
+  keep_top_p(c, 0.75f);
+  EXPECT_EQ(ids_of(c), (std::vector<int32_t>{1, 3}));
+  c = from_probs({0.15, 0.5, 0.05, 0.3});
+  keep_top_p(c, 0.85f);
+  EXPECT_EQ(ids_of(c), (std::vector<int32_t>{1, 3, 0}));
+  c = from_probs({0.15, 0.5, 0.05, 0.3});
+  keep_top_p(c, 0.4f);
+  EXPECT_EQ(ids_of(c), (std::vector<int32_t>{1}));
+}
+
+TEST(Sampler, MinPDropsCandidatesBelowAFractionOfTheBest) {
+  auto c = from_probs({0.5, 0.3, 0.15, 0.05});
+  keep_min_p(c, 0.25f);  // threshold 0.125
+  EXPECT_EQ(ids_of(c), (std::vector<int32_t>{0, 1, 2}));
+  c = from_probs({0.5, 0.3, 0.15, 0.05});
+  keep_min_p(c, 0.35f);  // threshold 0.175
+  EXPECT_EQ(ids_of(c), (std::vector<int32_t>{0, 1}));
+}
+
+TEST(Sampler, TemperatureScalesLogitsBeforeSoftmax) {
+  const std::vector<Candidate> c = {{0, 0.0f}, {1, static_cast<float>(std::log(4.0))}};
+  const auto p = candidate_probabilities(c, 2.0f);  // exp(0) : exp(ln 4 / 2) = 1 : 2
+  EXPECT_NEAR(p[0], 1.0 / 3, 1e-6);
+  EXPECT_NEAR(p[1], 2.0 / 3, 1e-6);
+}
+
+TEST(Sampler, DrawIndexWalksTheCumulativeDistribution) {
+  const std::vector<double> p = {0.2, 0.5, 0.3};
+  EXPECT_EQ(draw_index(p, 0.0), 0u);
+  EXPECT_EQ(draw_index(p, 0.19), 0u);
+  EXPECT_EQ(draw_index(p, 0.21), 1u);
+  EXPECT_EQ(draw_index(p, 0.69), 1u);
+  EXPECT_EQ(draw_index(p, 0.71), 2u);
+  EXPECT_EQ(draw_index(p, 0.999999), 2u);
+}
+
+TEST(Sampler, GreedyIsArgmaxOfThePenalisedLogits) {
+  const std::vector<float> logits = {1.0f, 4.0f, 3.0f, 2.0f};
+  Sampler greedy(plain(0.0f, 1));
+  EXPECT_EQ(greedy.sample(logits), 1);
+  EXPECT_EQ(greedy.sample(logits), 1);  // no randomness
+
+  SamplerParams p = plain(0.0f, 1);
+  p.repeat_penalty = 2.0f;  // 4 / 2 = 2 < 3
+  Sampler penalised(p);
+  penalised.accept(1);
+  EXPECT_EQ(penalised.sample(logits), 2);
+}
+
+TEST(Sampler, PenaltyWindowForgetsOldTokens) {
+  const std::vector<float> logits = {4.0f, 3.0f, 0.0f};
+  SamplerParams p = plain(0.0f, 1);
+  p.repeat_penalty = 2.0f;
+  p.penalty_last_n = 2;
+  Sampler s(p);
+  s.accept(0);
+  EXPECT_EQ(s.sample(logits), 1);  // 0 penalised to 2
+  s.accept(2);
+  s.accept(2);  // 0 has left the window of 2
+  EXPECT_EQ(s.sample(logits), 0);
+}
+
+// Frequencies of n draws from the chain with these parameters.
+std::vector<double> frequencies(const SamplerParams& p, const std::vector<float>& logits, int n) {
+  Sampler s(p);
+  std::vector<double> f(logits.size(), 0);
+  for (int i = 0; i < n; ++i) f[s.sample(logits)] += 1.0 / n;
+  return f;
+}
+
+TEST(Sampler, DrawsFollowTheSoftmax) {
+  const std::vector<float> logits = {std::log(0.1f), std::log(0.2f), std::log(0.3f), std::log(0.4f)};
+  const int n = 40000;  // standard error <= 0.0025: 0.012 is ~5 sigma
+  const auto f = frequencies(plain(1.0f, 42), logits, n);
+  const double expect[] = {0.1, 0.2, 0.3, 0.4};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(f[i], expect[i], 0.012) << "token " << i;
+
+  // T = 0.5 squares the probabilities: 1 : 4 : 9 : 16.
+  const auto g = frequencies(plain(0.5f, 43), logits, n);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(g[i], (i + 1) * (i + 1) / 30.0, 0.012) << "token " << i;
+}
+
+TEST(Sampler, TruncationComesBeforeTemperature) {
+  // top-k 2 keeps tokens 3 and 2 (0.4 and 0.3); renormalised: 3/7 and 4/7.
+  const std::vector<float> logits = {std::log(0.1f), std::log(0.2f), std::log(0.3f), std::log(0.4f)};
+  SamplerParams p = plain(1.0f, 7);
+  p.top_k = 2;
+  const auto f = frequencies(p, logits, 40000);
+  EXPECT_EQ(f[0], 0);
+  EXPECT_EQ(f[1], 0);
+  EXPECT_NEAR(f[2], 3.0 / 7, 0.012);
+  EXPECT_NEAR(f[3], 4.0 / 7, 0.012);
+
+  // A high temperature cannot bring back what min-p removed (0.1 < 0.3 * 0.4).
+  SamplerParams hot = plain(5.0f, 8);
+  hot.min_p = 0.3f;
+  const auto h = frequencies(hot, logits, 20000);
+  EXPECT_EQ(h[0], 0);
+  EXPECT_GT(h[1], 0);
+}
+
+TEST(Sampler, SameSeedSameOutput) {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(0.37f * static_cast<float>(i)) * 3;
+  SamplerParams p;  // the defaults: top-k 40, top-p 0.95, min-p 0.05, T 0.8
+  p.seed = 1234;
+  Sampler a(p), b(p);
+  std::vector<int32_t> out_a, out_b;
+  for (int i = 0; i < 64; ++i) {
+    out_a.push_back(a.sample(logits));
+    out_b.push_back(b.sample(logits));
+  }
+  EXPECT_EQ(out_a, out_b);
+  p.seed = 1235;
+  Sampler c(p);
+  std::vector<int32_t> out_c;
+  for (int i = 0; i < 64; ++i) out_c.push_back(c.sample(logits));
+  EXPECT_NE(out_a, out_c);
+}
+
+TEST(Sampler, RejectsNonsenseParameters) {
+  SamplerParams p;
+  p.top_p = 0;
+  EXPECT_THROW(Sampler{p}, std::invalid_argument);
+  p = SamplerParams{};
+  p.repeat_penalty = 0;
+  EXPECT_THROW(Sampler{p}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace zinc
