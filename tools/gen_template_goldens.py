@@ -158,6 +158,11 @@ CONVERSATIONS = {
         {"role": "system", "content": [{"type": "text", "text": "Parted system."}]},
         {"role": "user", "content": [{"type": "text", "text": "Part one. "}, {"type": "text", "text": "Part two."}]},
     ],
+    "builtin_tool_call": [
+        {"role": "user", "content": "Search the news"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "brave_search", "arguments": {"query": "news"}}}]},
+        {"role": "ipython", "content": {"results": ["a", "b"]}},
+    ],
     "empty_messages": [],
 }
 
@@ -165,13 +170,15 @@ CONVERSATIONS = {
 TEMPLATES = {
     "qwen3.jinja": {"bos_token": "", "eos_token": "<|im_end|>"},
     "qwen3.5.jinja": {"bos_token": "", "eos_token": "<|im_end|>"},
+    "qwen3.6.jinja": {"bos_token": "", "eos_token": "<|im_end|>"},
     "qwen3.6-unsloth.jinja": {"bos_token": "", "eos_token": "<|im_end|>"},
     "gemma3.jinja": {"bos_token": "<bos>", "eos_token": "<end_of_turn>"},
     "smollm2.jinja": {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"},
     "llama3.1.jinja": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+    "llama3.2.jinja": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
 }
 
-TOOL_CONVERSATIONS = {"tool_call_and_result", "parallel_tool_calls", "tool_call_string_arguments", "reasoning_after_last_query"}
+TOOL_CONVERSATIONS = {"builtin_tool_call", "tool_call_and_result", "parallel_tool_calls", "tool_call_string_arguments", "reasoning_after_last_query"}
 
 VARIANTS = [
     ("gen", {"add_generation_prompt": True}),
@@ -179,6 +186,7 @@ VARIANTS = [
     ("think_on", {"add_generation_prompt": True, "enable_thinking": True}),
     ("think_off", {"add_generation_prompt": True, "enable_thinking": False}),
     ("preserve_thinking", {"add_generation_prompt": True, "preserve_thinking": True}),
+    ("builtin_tools", {"add_generation_prompt": True, "builtin_tools": ["brave_search", "wolfram_alpha", "code_interpreter"]}),
 ]
 
 
@@ -237,8 +245,8 @@ FEATURES = [
     ("macro_sees_globals_and_namespace", "{% set ns = namespace(n=0) %}{% macro bump() %}{% set ns.n = ns.n + 1 %}{{ prefix }}{{ ns.n }}{% endmacro %}{{ bump() }}{{ bump() }}{{ ns.n }}", {"prefix": "#"}),
     ("macro_result_filtered", "{% macro m() %}  padded  {% endmacro %}[{{ m()|trim }}]", {}),
     ("call_block", "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ 1 + 1 }}{% endcall %}", {}),
-    ("string_methods", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.strip(' x') }}|{{ s.split() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a,b,c'.split(',', 1) }}|{{ s.upper() }}|{{ s.lower() }}|{{ 'ab'.startswith('a') }}{{ 'ab'.endswith('a') }}{{ 'ab'.startswith(('x', 'a')) }}|{{ 'aaa'.replace('a', 'b', 2) }}|{{ 'hello world'.title() }}|{{ 'hELLO'.capitalize() }}|{{ '-'.join(['x', 'y']) }}|{{ 'abc'.find('c') }}", {"s": "  xHello World x  "}),
-    ("dict_methods", "{{ d.get('a') }} {{ d.get('zz') }} {{ d.get('zz', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }} {{ d['a'] }} {{ d.a }}", {"d": {"a": 1, "b": [2]}}),
+    ("string_methods", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.strip(' x') }}|{{ s.split() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a,b,c'.split(',', 1) }}|{{ s.upper() }}|{{ s.lower() }}|{{ 'ab'.startswith('a') }}{{ 'ab'.endswith('a') }}{{ 'ab'.startswith(('x', 'a')) }}|{{ 'aaa'.replace('a', 'b', 2) }}|{{ 'hello world'.title() }}|{{ 'hELLO'.capitalize() }}|{{ '-'.join(['x', 'y']) }}|{{ 'abc'.find('c') }}|{{ 'a\\nb\\r\\nc'.splitlines() }}|{{ 'abab'.count('ab') }}|{{ '42'.isdigit() }}", {"s": "  xHello World x  "}),
+    ("dict_methods", "{{ d.items() | list }} {{ d.get('a') }} {{ d.get('zz') }} {{ d.get('zz', 'dflt') }} {{ d.keys() | list }} {{ d.values() | list }} {{ d['a'] }} {{ d.a }}", {"d": {"a": 1, "b": [2]}}),
     ("dict_method_shadows_key", "{{ d['items'] }} {{ d.items is defined }}", {"d": {"items": "the key"}}),
     ("slicing_indexing", "{{ l[::-1] }} {{ l[1:] }} {{ l[:-1] }} {{ l[-1] }} {{ l[0] }} {{ l[1:3] }} {{ l[::2] }} {{ s[::-1] }} {{ s[1:3] }} {{ s[0] }} {{ s[-1] }} {{ l.0 }}", {"l": [1, 2, 3, 4], "s": "héllo"}),
     ("concat_and_plus", "{{ 'a' ~ 1 ~ none ~ missing ~ true }} {{ 'a' + 'b' }} {{ 1 + 2.5 }} {{ [1] + [2] }} {{ 'ab' * 2 }}", {}),
@@ -252,7 +260,7 @@ FEATURES = [
     ("filters_attr", "{{ users | selectattr('active') | map(attribute='name') | join(',') }}|{{ users | rejectattr('active') | map(attribute='name') | list }}|{{ users | selectattr('name', 'equalto', 'b') | list | length }}|{{ [1, 2, 3, 4] | select('odd') | list }}|{{ ['a', 'code', 'b'] | reject('equalto', 'code') | join(', ') }}|{{ users | map(attribute='age', default=0) | list }}|{{ ['a', 'B'] | map('upper') | join }}|{{ users | map(attribute='info.city') | list }}", {"users": [{"name": "a", "active": True, "age": 3, "info": {"city": "X"}}, {"name": "b", "active": False, "info": {"city": "Y"}}]}),
     ("tojson", "{{ v | tojson }}\n{{ v | tojson(indent=2) }}\n{{ v | tojson(separators=(',', ':')) }}\n{{ v | tojson(ensure_ascii=true) }}\n{{ v | tojson(sort_keys=true) }}\n{{ [] | tojson(indent=2) }}{{ {} | tojson }}{{ 'ü\\n\"\\\\\\x01' | tojson }}", {"v": {"z": [1, 2.0, None, True, "é😀"], "a": {"nested": {}}, "f": 1e-7, "big": 12345678901234567}}),
     ("string_escapes", "{{ 'a\\tb\\\\c\\'d\"e' }}|{{ \"x\\ny\" }}|{{ 'caf\\u00e9' }}|{{ 'a' 'b' }}|{{ '\\d' }}", {}),
-    ("list_dict_literals", "{{ [1, 'two', [3]] }} {{ {'a': 1, 'b': [2, 3]} }} {{ {'a': 1}['a'] }} {{ (1) }} {{ [] }} {{ {} }}", {}),
+    ("list_dict_literals", "{{ [1, 'two', [3]] }} {{ {'a': 1, 'b': [2, 3]} }} {{ {'a': 1}['a'] }} {{ (1) }} {{ (1, 'a') }} {{ (2,) }} {{ () }} {{ [] }} {{ {} }}", {}),
     ("arithmetic_precedence", "{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }} {{ 10 - 2 - 3 }} {{ 1 + 2 ~ 3 }} {{ 7 % 4 }} {{ 1 - -1 }}", {}),
     ("filter_precedence", "{{ 'a' ~ 'b' | upper }} {{ -1 | abs }} {{ not 'x' | length }} {{ [1, 2] | length > 1 }} {{ 'x' + 'y' | upper }}", {}),
     ("strftime_now", "{{ strftime_now('%d %b %Y') }} {{ strftime_now('%Y-%m-%d %H:%M:%S') }}", {}),

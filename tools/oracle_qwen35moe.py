@@ -157,19 +157,9 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     tokens = rng.integers(0, V, size=args.tokens).tolist()
+    ids = torch.tensor([tokens])
     with torch.no_grad():
-        ids = torch.tensor([tokens])
         full = model(input_ids=ids, use_cache=False).logits[0].float().numpy()
-        # Cross-check the oracle itself: token-by-token decode with its cache.
-        out = model(input_ids=ids[:, :1], use_cache=True)
-        past, steps = out.past_key_values, [out.logits[0, -1]]
-        for i in range(1, len(tokens)):
-            out = model(input_ids=ids[:, i:i + 1], past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            steps.append(out.logits[0, -1])
-        step = torch.stack(steps).float().numpy()
-    print(f"oracle self-check: prefill vs decode max abs diff {np.abs(full - step).max():.3g}")
-
     full.astype("<f4").tofile(args.out + ".bin")
     with open(args.out + ".txt", "w") as f:
         f.write("# golden logits from transformers Qwen3_5MoeForCausalLM (tools/oracle_qwen35moe.py)\n")
@@ -178,6 +168,18 @@ def main():
         f.write(f"n_vocab {V}\n")
         f.write(f"tokens {','.join(map(str, tokens))}\n")
     print(f"wrote {args.out}.txt/.bin: {len(tokens)} x {V}")
+
+    # Cross-check the oracle itself: token-by-token decode through its cache
+    # (recurrent delta rule) against the full pass (chunked delta rule).
+    with torch.no_grad():
+        out = model(input_ids=ids[:, :1], use_cache=True)
+        past, steps = out.past_key_values, [out.logits[0, -1]]
+        for i in range(1, len(tokens)):
+            out = model(input_ids=ids[:, i:i + 1], past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            steps.append(out.logits[0, -1])
+        step = torch.stack(steps).float().numpy()
+    print(f"oracle self-check: full pass vs cached decode, max abs diff {np.abs(full - step).max():.3g}")
 
 
 if __name__ == "__main__":

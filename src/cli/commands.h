@@ -9,6 +9,10 @@ namespace zinc::cli {
 void add_inspect_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
+void add_bench_command(CLI::App& app);  // throughput, llama-bench style
+#ifdef ZINC_WITH_CUDA
+void add_gpu_check_command(CLI::App& app);  // the CUDA backend against the CPU one
+#endif
 #ifdef ZINC_WITH_TEXT
 void add_tokenizer_commands(CLI::App& app);  // vocab, tokenize, detokenize
 void add_template_command(CLI::App& app);    // render a chat template

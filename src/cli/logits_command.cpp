@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "cli/backend_choice.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -33,7 +34,7 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
 
 void add_logits_command(CLI::App& app) {
   struct Args {
-    std::string model, tokens;
+    std::string model, tokens, backend = "cpu";
     int top = 0;
     int threads = 0;
     bool decode = false;
@@ -44,10 +45,11 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "Comma-separated token ids")->required();
   cmd->add_option("--top", args->top, "Print only the top-k (id:logit) per position");
   cmd->add_option("--threads", args->threads, "CPU threads");
+  cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_flag("--decode", args->decode, "Feed tokens one at a time instead of one prefill");
   cmd->callback([args] {
     auto file = gguf::GgufFile::open(args->model);
-    auto backend = make_cpu_backend(args->threads);
+    auto backend = make_backend(args->backend, args->threads);
     auto model = load_model(*file, *backend);
     const std::vector<int32_t> tokens = parse_tokens(args->tokens);
     for (int32_t t : tokens)

@@ -10,6 +10,10 @@ int main(int argc, char** argv) {
   zinc::cli::add_inspect_command(app);
   zinc::cli::add_synth_command(app);
   zinc::cli::add_logits_command(app);
+  zinc::cli::add_bench_command(app);
+#ifdef ZINC_WITH_CUDA
+  zinc::cli::add_gpu_check_command(app);
+#endif
 #ifdef ZINC_WITH_TEXT
   zinc::cli::add_tokenizer_commands(app);
   zinc::cli::add_template_command(app);

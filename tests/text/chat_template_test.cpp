@@ -93,10 +93,12 @@ void check_template_goldens(const std::string& template_file) {
 
 TEST(ChatTemplateGoldens, Qwen3) { check_template_goldens("qwen3.jinja"); }
 TEST(ChatTemplateGoldens, Qwen3_5) { check_template_goldens("qwen3.5.jinja"); }
+TEST(ChatTemplateGoldens, Qwen3_6) { check_template_goldens("qwen3.6.jinja"); }
 TEST(ChatTemplateGoldens, Qwen3_6Unsloth) { check_template_goldens("qwen3.6-unsloth.jinja"); }
 TEST(ChatTemplateGoldens, Gemma3) { check_template_goldens("gemma3.jinja"); }
 TEST(ChatTemplateGoldens, SmolLM2) { check_template_goldens("smollm2.jinja"); }
 TEST(ChatTemplateGoldens, Llama3_1) { check_template_goldens("llama3.1.jinja"); }
+TEST(ChatTemplateGoldens, Llama3_2) { check_template_goldens("llama3.2.jinja"); }
 
 TEST(ChatTemplateFeatures, MatchJinja2) {
   Json goldens = load_goldens("features.json");

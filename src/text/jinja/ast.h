@@ -28,6 +28,7 @@ struct Expr {
     Binary,    // operands[0] name operands[1]; name is the operator, incl. "and", "or", "in", "not in"
     Cond,      // operands[0] if operands[1] else operands[2] (else may be null)
     List,      // [operands...]
+    Tuple,     // (operands...) or a, b
     Dict,      // {operands[0]: operands[1], ...}
   };
   Kind kind;

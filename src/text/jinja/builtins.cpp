@@ -176,6 +176,36 @@ Value string_method(const std::string& s, const std::string& name) {
   if (name == "lower") return bind([](const std::string& s, const CallArgs&) { return Value(ascii_map(s, [](int c) { return std::tolower(c); })); });
   if (name == "capitalize") return bind([](const std::string& s, const CallArgs&) { return Value(capitalize(s)); });
   if (name == "title") return bind([](const std::string& s, const CallArgs&) { return Value(title(s)); });
+  if (name == "splitlines") {
+    return bind([](const std::string& s, const CallArgs&) {
+      List lines;
+      size_t start = 0;
+      while (start < s.size()) {
+        size_t end = s.find_first_of("\r\n", start);
+        if (end == std::string::npos) end = s.size();
+        lines.emplace_back(s.substr(start, end - start));
+        start = end + (s.compare(end, 2, "\r\n") == 0 ? 2 : 1);
+      }
+      return Value(std::move(lines));
+    });
+  }
+  if (name == "count") {
+    return bind([](const std::string& s, const CallArgs& a) {
+      std::string sub = string_arg(a, 0, "sub", "");
+      if (sub.empty()) return Value(static_cast<int64_t>(utf8_code_points(s).size() + 1));
+      int64_t n = 0;
+      for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+      return Value(n);
+    });
+  }
+  if (name == "isdigit" || name == "isalpha" || name == "isspace") {
+    int (*cls)(int) = name == "isdigit" ? [](int c) { return std::isdigit(c); }
+                      : name == "isalpha" ? [](int c) { return std::isalpha(c); }
+                                          : [](int c) { return std::isspace(c); };
+    return bind([cls](const std::string& s, const CallArgs&) {
+      return Value(!s.empty() && std::all_of(s.begin(), s.end(), [cls](char c) { return cls(static_cast<unsigned char>(c)) != 0; }));
+    });
+  }
   if (name == "find") {
     return bind([](const std::string& s, const CallArgs& a) {
       size_t at = s.find(string_arg(a, 0, "sub", ""));
@@ -215,7 +245,7 @@ Value dict_method(const Value& d, const std::string& name) {
   if (name == "items") {
     return bind([](const Dict& dict, const CallArgs&) {
       List pairs;
-      for (const auto& [k, v] : dict.entries) pairs.emplace_back(List{Value(k), v});
+      for (const auto& [k, v] : dict.entries) pairs.push_back(Value::tuple(List{Value(k), v}));
       return Value(std::move(pairs));
     });
   }

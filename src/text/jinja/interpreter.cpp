@@ -391,10 +391,11 @@ class Renderer {
       case Expr::Kind::Cond:
         if (eval(*e.operands[1], scope).truthy()) return eval(*e.operands[0], scope);
         return e.operands[2] ? eval(*e.operands[2], scope) : Value::undefined("the conditional expression has no else");
-      case Expr::Kind::List: {
+      case Expr::Kind::List:
+      case Expr::Kind::Tuple: {
         List items;
         for (const ExprPtr& item : e.operands) items.push_back(eval(*item, scope));
-        return Value(std::move(items));
+        return e.kind == Expr::Kind::Tuple ? Value::tuple(std::move(items)) : Value(std::move(items));
       }
       case Expr::Kind::Dict: {
         Dict d;

@@ -260,11 +260,11 @@ class Parser {
 
   // ---- expressions -----------------------------------------------------------
 
-  // An expression, or several separated by commas (a tuple, held as a list).
+  // An expression, or several separated by commas (a tuple).
   ExprPtr parse_tuple() {
     ExprPtr first = parse_expression();
     if (!is_op(",")) return first;
-    auto list = make(Expr::Kind::List, first->line);
+    auto list = make(Expr::Kind::Tuple, first->line);
     list->operands.push_back(std::move(first));
     while (skip_op(",")) {
       if (peek().kind == TokenKind::BlockEnd || peek().kind == TokenKind::VarEnd) break;
@@ -399,7 +399,7 @@ class Parser {
       return literal(Value(std::stod(t.value)), t.line);
     }
     if (skip_op("(")) {
-      if (skip_op(")")) return make(Expr::Kind::List, t.line);
+      if (skip_op(")")) return make(Expr::Kind::Tuple, t.line);
       ExprPtr inner = parse_tuple();
       expect_op(")");
       return inner;

@@ -38,6 +38,12 @@ Value Value::function(std::string name, std::function<Value(const CallArgs&)> fn
   return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(fn)}));
 }
 
+Value Value::tuple(List items) {
+  Value v(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value(nullptr);
@@ -167,10 +173,11 @@ std::string Value::str() const {
 std::string Value::repr() const {
   if (is_string()) return repr_string(as_string());
   if (is_list()) {
-    std::string out = "[";
+    std::string out = tuple_ ? "(" : "[";
     const List& l = as_list();
     for (size_t i = 0; i < l.size(); ++i) out += (i ? ", " : "") + l[i].repr();
-    return out + "]";
+    if (tuple_ && l.size() == 1) out += ",";
+    return out + (tuple_ ? ")" : "]");
   }
   if (is_dict()) {
     std::string out = "{";

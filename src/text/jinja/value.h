@@ -75,6 +75,8 @@ class Value {
   Value(std::shared_ptr<Callable> c) : v_(std::move(c)) {}
 
   static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
+  // A Python tuple: a list that prints as (a, b).
+  static Value tuple(List items);
   static Value function(std::string name, std::function<Value(const CallArgs&)> fn);
   static Value from_json(const nlohmann::ordered_json& j);
 
@@ -85,7 +87,7 @@ class Value {
   bool is_float() const { return std::holds_alternative<double>(v_); }
   bool is_number() const { return is_int() || is_float() || is_bool(); }  // Python: bool is a number
   bool is_string() const { return std::holds_alternative<std::string>(v_); }
-  bool is_list() const { return std::holds_alternative<std::shared_ptr<List>>(v_); }
+  bool is_list() const { return std::holds_alternative<std::shared_ptr<List>>(v_); }  // lists and tuples
   bool is_dict() const { return std::holds_alternative<std::shared_ptr<Dict>>(v_); }
   bool is_namespace() const { return std::holds_alternative<std::shared_ptr<Namespace>>(v_); }
   bool is_callable() const { return std::holds_alternative<std::shared_ptr<Callable>>(v_); }
@@ -114,6 +116,7 @@ class Value {
 
  private:
   Storage v_;
+  bool tuple_ = false;
 };
 
 // Python's repr() of a float ("1.0", "0.1", "1e+16").

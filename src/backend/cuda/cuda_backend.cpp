@@ -1,0 +1,497 @@
+// CudaBackend: the ops of backend.h on one CUDA stream, plus transparent graph
+// replay of repeated forward passes.
+//
+// Graph replay. A forward pass is plain host code calling ops, so the backend
+// sees it as a "segment": the ops between scratch_reset() and the next read(),
+// sync() or scratch_reset(). Each op appends a key (its op id, every tensor's type,
+// shape and address, every scalar) and a closure that enqueues its kernels. Scratch
+// addresses are deterministic (bump allocation from one arena) and positions live
+// on the device, so consecutive decode steps produce identical keys. A segment that
+// starts at scratch_reset() runs eagerly the first time and its key is remembered;
+// the next segment defers its closures while its keys match the remembered ones,
+// and at its end (read/sync/reset) captures them into a graph once and launches it,
+// then replays the graph on every later match. write() still copies host data
+// immediately (before the graph launch, in stream order). On any mismatch the
+// deferred closures run eagerly and the new key is remembered instead.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "gguf/gguf.h"
+
+namespace zinc {
+namespace {
+
+using cuda::check_cuda;
+
+void check(bool ok, const char* op, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("cuda ") + op + ": " + what);
+}
+void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
+
+// Scratch memory: bump allocation from chunks; on reset several chunks fold into
+// one, so the steady state is one chunk and identical op sequences get identical
+// addresses.
+class DeviceArena {
+ public:
+  ~DeviceArena() { release(); }
+  void* take(size_t bytes) {
+    bytes = (bytes + 255) & ~size_t{255};
+    if (chunks_.empty() || used_ + bytes > chunks_.back().size) {
+      const size_t size = std::max(bytes, chunks_.empty() ? (size_t{64} << 20) : chunks_.back().size * 2);
+      void* p = nullptr;
+      ZINC_CUDA_CHECK(cudaMalloc(&p, size));
+      chunks_.push_back({p, size});
+      used_ = 0;
+    }
+    void* p = static_cast<char*>(chunks_.back().ptr) + used_;
+    used_ += bytes;
+    return p;
+  }
+  // True when the memory moved (the caller must have synchronized).
+  bool reset(cudaStream_t stream) {
+    used_ = 0;
+    if (chunks_.size() <= 1) return false;
+    size_t total = 0;
+    for (auto& c : chunks_) total += c.size;
+    ZINC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    release();
+    void* p = nullptr;
+    ZINC_CUDA_CHECK(cudaMalloc(&p, total));
+    chunks_.push_back({p, total});
+    return true;
+  }
+
+ private:
+  void release() {
+    for (auto& c : chunks_) cudaFree(c.ptr);
+    chunks_.clear();
+  }
+  struct Chunk {
+    void* ptr;
+    size_t size;
+  };
+  std::vector<Chunk> chunks_;
+  size_t used_ = 0;
+};
+
+enum class OpId : uint64_t {
+  Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
+  GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
+};
+
+// The words that identify one op call: everything its launch depends on.
+class Key {
+ public:
+  explicit Key(OpId op) { words_.push_back(static_cast<uint64_t>(op)); }
+  Key& operator<<(const Tensor& t) {
+    words_.push_back(static_cast<uint64_t>(t.type));
+    for (int64_t d : t.ne) words_.push_back(static_cast<uint64_t>(d));
+    words_.push_back(reinterpret_cast<uintptr_t>(t.data));
+    return *this;
+  }
+  Key& operator<<(const Tensor* t) {
+    if (t) return *this << *t;
+    words_.push_back(0);
+    return *this;
+  }
+  Key& operator<<(int64_t v) {
+    words_.push_back(static_cast<uint64_t>(v));
+    return *this;
+  }
+  Key& operator<<(float v) {
+    words_.push_back(std::bit_cast<uint32_t>(v));
+    return *this;
+  }
+  const std::vector<uint64_t>& words() const { return words_; }
+
+ private:
+  std::vector<uint64_t> words_;
+};
+
+using Launch = std::function<void(cudaStream_t)>;
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaOptions& opt) : graphs_enabled_(opt.graphs) {
+    ZINC_CUDA_CHECK(cudaSetDevice(opt.device));
+    ZINC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    for (auto& s : staging_) {
+      ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
+      ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    }
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    drop_graph();
+    for (auto& s : staging_) {
+      cudaFreeHost(s.host);
+      cudaEventDestroy(s.done);
+    }
+    for (void* p : allocations_) cudaFree(p);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  // ---- memory ----------------------------------------------------------------
+  Tensor upload_weight(const gguf::TensorInfo& info) override {
+    Tensor t;
+    t.type = info.type;
+    for (size_t i = 0; i < 4; ++i) t.ne[i] = info.dim(i);
+    check(t.nbytes() == info.nbytes, "upload_weight", "byte size differs from the shape");
+    t.data = device_alloc(info.nbytes);
+    // The mapped file is pageable: copy through two pinned buffers so the page
+    // faults of one chunk overlap the transfer of the other.
+    for (size_t off = 0, i = 0; off < info.nbytes; off += kStagingBytes, ++i) {
+      Staging& s = staging_[i % 2];
+      const size_t len = std::min(kStagingBytes, info.nbytes - off);
+      ZINC_CUDA_CHECK(cudaEventSynchronize(s.done));
+      std::memcpy(s.host, info.data + off, len);
+      ZINC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(t.data) + off, s.host, len, cudaMemcpyHostToDevice, stream_));
+      ZINC_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+    }
+    return t;
+  }
+  Tensor alloc_persistent(DType type, std::initializer_list<int64_t> dims) override {
+    Tensor t = Tensor::make(type, dims);
+    t.data = device_alloc(t.nbytes());
+    ZINC_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+    return t;
+  }
+  Tensor scratch(DType type, std::initializer_list<int64_t> dims) override {
+    Tensor t = Tensor::make(type, dims);
+    t.data = arena_.take(t.nbytes());
+    return t;
+  }
+  void scratch_reset() override {
+    finish_segment();
+    if (arena_.reset(stream_)) {
+      drop_graph();  // the addresses it holds are gone
+      prev_key_.clear();
+    }
+    segment_from_reset_ = true;
+    deferring_ = graphs_enabled_ && !prev_key_.empty();
+  }
+  void write(const Tensor& dst, const void* host, size_t bytes, size_t offset) override {
+    check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
+    if (!pending_.empty()) abandon_deferral();  // deferred ops must run before this copy
+    ZINC_CUDA_CHECK(
+        cudaMemcpyAsync(static_cast<char*>(dst.data) + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  void read(const Tensor& src, void* host, size_t bytes, size_t offset) override {
+    check(offset + bytes <= src.nbytes(), "read", "out of bounds");
+    finish_segment();
+    ZINC_CUDA_CHECK(
+        cudaMemcpyAsync(host, static_cast<const char*>(src.data) + offset, bytes, cudaMemcpyDeviceToHost, stream_));
+    ZINC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void zero(const Tensor& t) override {
+    submit(Key(OpId::Zero) << t, [t](cudaStream_t s) { ZINC_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), s)); });
+  }
+  void copy(const Tensor& src, const Tensor& dst) override {
+    check(src.nbytes() == dst.nbytes(), "copy", "sizes differ");
+    submit(Key(OpId::Copy) << src << dst, [src, dst](cudaStream_t s) {
+      ZINC_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, s));
+    });
+  }
+  void sync() override {
+    finish_segment();
+    ZINC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // ---- ops -----------------------------------------------------------------------
+  void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override {
+    check_f32(out, "embed");
+    check(ids.type == DType::I32, "embed", "ids must be I32");
+    check(out.ne[0] == table.ne[0] && out.rows() == ids.ne[0] && table.ne[0] % 8 == 0, "embed", "shape mismatch");
+    submit(Key(OpId::Embed) << table << ids << out,
+           [=](cudaStream_t s) { cuda::embed(table, ids, out, s); });
+  }
+
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
+    check_f32(x, "matmul");
+    check_f32(y, "matmul");
+    check(x.ne[0] == w.ne[0] && w.ne[0] % 8 == 0, "matmul", "x row length differs from the weight's (or not a multiple of 8)");
+    check(y.ne[0] == w.rows() && y.rows() == x.rows(), "matmul", "y shape mismatch");
+    submit(Key(OpId::Matmul) << w << x << y, [=](cudaStream_t s) {
+      if (x.rows() <= cuda::kMatvecMaxTokens) cuda::matvec(w, x, y, s);
+      else cuda::matmul_tiled(w, x, y, s);
+    });
+  }
+
+  void rms_norm(const Tensor& x, const Tensor* w, float eps, const Tensor& y) override {
+    check_f32(x, "rms_norm");
+    check(!w || (w->ne[0] == x.ne[0] && w->type == DType::F32), "rms_norm", "weight shape/type");
+    check(y.n_elements() == x.n_elements(), "rms_norm", "y shape");
+    const float* wp = w ? w->as<const float>() : nullptr;
+    submit(Key(OpId::RmsNorm) << x << w << eps << y, [=](cudaStream_t s) {
+      cuda::row_norm(cuda::NormKind::Rms, x.as<const float>(), wp, nullptr, eps, y.as<float>(), x.ne[0], x.rows(), s);
+    });
+  }
+  void l2_norm(const Tensor& x, float eps, const Tensor& y) override {
+    check_f32(x, "l2_norm");
+    check(y.n_elements() == x.n_elements(), "l2_norm", "y shape");
+    submit(Key(OpId::L2Norm) << x << eps << y, [=](cudaStream_t s) {
+      cuda::row_norm(cuda::NormKind::L2, x.as<const float>(), nullptr, nullptr, eps, y.as<float>(), x.ne[0], x.rows(),
+                     s);
+    });
+  }
+  void rms_norm_gated(const Tensor& x, const Tensor& w, const Tensor& z, float eps, const Tensor& y) override {
+    check_f32(x, "rms_norm_gated");
+    check(w.ne[0] == x.ne[0] && w.type == DType::F32, "rms_norm_gated", "weight shape/type");
+    check(z.n_elements() == x.n_elements() && y.n_elements() == x.n_elements(), "rms_norm_gated", "z/y shape");
+    submit(Key(OpId::RmsNormGated) << x << w << z << eps << y, [=](cudaStream_t s) {
+      cuda::row_norm(cuda::NormKind::Rms, x.as<const float>(), w.as<const float>(), z.as<const float>(), eps,
+                     y.as<float>(), x.ne[0], x.rows(), s);
+    });
+  }
+  void rope(const Tensor& x, const Tensor& pos, const RopeParams& rp) override {
+    check_f32(x, "rope");
+    const int64_t hd = x.ne[0], heads = x.ne[1], n = x.ne[2];
+    check(rp.n_rot % 2 == 0 && rp.n_rot <= hd && pos.ne[0] == n && pos.type == DType::I32, "rope", "shape");
+    check(!rp.freq_factors || rp.freq_factors->ne[0] == rp.n_rot / 2, "rope", "freq_factors shape");
+    submit(Key(OpId::Rope) << x << pos << int64_t{rp.n_rot} << rp.theta << int64_t{rp.neox} << rp.freq_scale
+                           << rp.freq_factors,
+           [=, args = cuda::RopeArgs{rp.n_rot, rp.theta, rp.freq_scale, rp.neox,
+                                     rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr}](cudaStream_t s) {
+             cuda::rope(x.as<float>(), pos.as<const int32_t>(), hd, heads, n, args, s);
+           });
+  }
+
+  void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
+    check(a.n_elements() == b.n_elements() && a.n_elements() == y.n_elements(), "add", "shapes differ");
+    submit(Key(OpId::Add) << a << b << y, [=](cudaStream_t s) {
+      cuda::add(a.as<const float>(), b.as<const float>(), y.as<float>(), y.n_elements(), s);
+    });
+  }
+  void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    check(gate.n_elements() == up.n_elements() && y.n_elements() == up.n_elements(), "swiglu", "shapes differ");
+    submit(Key(OpId::Swiglu) << gate << up << y, [=](cudaStream_t s) {
+      cuda::swiglu(gate.as<const float>(), up.as<const float>(), y.as<float>(), y.n_elements(), s);
+    });
+  }
+  void mul_sigmoid(const Tensor& x, const Tensor& g, const Tensor& y) override {
+    check(y.n_elements() == x.n_elements(), "mul_sigmoid", "y shape");
+    const bool per_row = g.n_elements() != x.n_elements();
+    check(!per_row || (g.ne[0] == 1 && g.rows() == x.rows()), "mul_sigmoid", "gate shape");
+    submit(Key(OpId::MulSigmoid) << x << g << y, [=](cudaStream_t s) {
+      cuda::mul_sigmoid(x.as<const float>(), g.as<const float>(), y.as<float>(), x.n_elements(), x.ne[0], per_row, s);
+    });
+  }
+  void slice_cols(const Tensor& x, int64_t offset, int64_t len, const Tensor& y) override {
+    check(offset >= 0 && offset + len <= x.ne[0] && y.ne[0] == len && y.rows() == x.rows(), "slice_cols", "shape");
+    submit(Key(OpId::SliceCols) << x << offset << len << y, [=](cudaStream_t s) {
+      cuda::slice_cols(x.as<const float>(), y.as<float>(), x.ne[0], offset, len, x.rows(), s);
+    });
+  }
+
+  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, const Tensor& g,
+                 const Tensor& beta) override {
+    const int64_t H = a.ne[0];
+    check(dt_bias.ne[0] == H && a_neg.ne[0] == H && b.n_elements() == a.n_elements(), "gdn_gates", "shape");
+    check(g.n_elements() == a.n_elements() && beta.n_elements() == a.n_elements(), "gdn_gates", "g/beta shape");
+    submit(Key(OpId::GdnGates) << a << b << dt_bias << a_neg << g << beta, [=](cudaStream_t s) {
+      cuda::gdn_gates(a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(), a_neg.as<const float>(),
+                      g.as<float>(), beta.as<float>(), H, a.n_elements(), s);
+    });
+  }
+  void causal_conv_silu(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& y) override {
+    const int64_t C = x.ne[0], n = x.rows(), K = w.ne[0];
+    check(w.ne[1] == C && w.type == DType::F32, "causal_conv_silu", "weight shape/type");
+    check(state.ne[0] == C && state.ne[1] == K - 1 && y.n_elements() == x.n_elements(), "causal_conv_silu",
+          "state/y shape");
+    submit(Key(OpId::CausalConv) << x << w << state << y, [=](cudaStream_t s) {
+      cuda::causal_conv_silu(x.as<const float>(), w.as<const float>(), state.as<float>(), y.as<float>(), C, n, K, s);
+    });
+  }
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const Tensor& state, const Tensor& y) override {
+    const cuda::DeltaRuleShape sh{q.ne[2], v.ne[1], q.ne[1], q.ne[0], v.ne[0]};
+    check(k.n_elements() == q.n_elements() && v.ne[2] == sh.n_tokens && sh.n_heads % sh.n_k_heads == 0,
+          "gated_delta_rule", "q/k/v shape");
+    check(g.ne[0] == sh.n_heads && beta.ne[0] == sh.n_heads && state.n_elements() == sh.n_heads * sh.dk * sh.dv &&
+              state.type == DType::F32,
+          "gated_delta_rule", "g/beta/state shape");
+    submit(Key(OpId::DeltaRule) << q << k << v << g << beta << state << y, [=](cudaStream_t s) {
+      cuda::gated_delta_rule(sh, q.as<const float>(), k.as<const float>(), v.as<const float>(), g.as<const float>(),
+                             beta.as<const float>(), state.as<float>(), y.as<float>(), s);
+    });
+  }
+
+  void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                const Tensor& pos) override {
+    const int64_t row = k.ne[0] * k.ne[1], n = k.ne[2];
+    check(k_cache.ne[0] * k_cache.ne[1] == row && v.n_elements() == k.n_elements() && pos.ne[0] == n, "kv_store",
+          "shape");
+    check(k_cache.type == DType::F32 && v_cache.type == DType::F32, "kv_store", "the caches are F32");
+    submit(Key(OpId::KvStore) << k << v << k_cache << v_cache << pos, [=](cudaStream_t s) {
+      cuda::kv_store(k.as<const float>(), v.as<const float>(), k_cache.as<float>(), v_cache.as<float>(),
+                     pos.as<const int32_t>(), row, n, k_cache.ne[2], s);
+    });
+  }
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
+                 const Tensor& y) override {
+    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_cache.ne[1], q.ne[2], k_cache.ne[2]};
+    check(k_cache.ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
+          "shape");
+    check(y.n_elements() == q.n_elements() && k_cache.type == DType::F32, "attention", "y shape / cache type");
+    float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh) * sizeof(float)));
+    submit(Key(OpId::Attention) << q << k_cache << v_cache << pos << scale << y, [=](cudaStream_t s) {
+      cuda::attention(sh, q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
+                      pos.as<const int32_t>(), scale, partials, y.as<float>(), s);
+    });
+  }
+
+  void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
+    const int64_t E = logits.ne[0], n = logits.rows();
+    check(k > 0 && k <= E && ids.ne[0] == k && weights.ne[0] == k && ids.rows() == n, "moe_route", "shape");
+    submit(Key(OpId::MoeRoute) << logits << int64_t{k} << int64_t{renormalize} << ids << weights,
+           [=](cudaStream_t s) {
+             cuda::moe_route(logits.as<const float>(), E, n, k, renormalize, ids.as<int32_t>(), weights.as<float>(),
+                             s);
+           });
+  }
+  void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
+               const Tensor& weights, const Tensor& y) override {
+    const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2], ff = down.ne[0];
+    check(gate.ne[0] == d && up.ne[0] == d && gate.ne[1] == ff && up.ne[1] == ff && down.ne[1] == d &&
+              up.ne[2] == E && down.ne[2] == E && d % 8 == 0 && ff % 8 == 0,
+          "moe_ffn", "expert shapes");
+    check(ids.rows() == n && y.ne[0] == d && y.rows() == n, "moe_ffn", "ids/y shape");
+    float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
+    submit(Key(OpId::MoeFfn) << x << gate << up << down << ids << weights << y,
+           [=](cudaStream_t s) { cuda::moe_ffn(x, gate, up, down, ids, weights, y, act, s); });
+  }
+
+  void argmax(const Tensor& logits, const Tensor& ids) override {
+    check_f32(logits, "argmax");
+    check(ids.type == DType::I32 && ids.n_elements() == logits.rows(), "argmax", "ids shape");
+    submit(Key(OpId::Argmax) << logits << ids, [=](cudaStream_t s) {
+      cuda::argmax(logits.as<const float>(), logits.ne[0], logits.rows(), ids.as<int32_t>(), s);
+    });
+  }
+
+ private:
+  void* device_alloc(size_t bytes) {
+    void* p = nullptr;
+    ZINC_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+    allocations_.push_back(p);
+    return p;
+  }
+
+  // ---- graph replay (see the top of this file) -----------------------------------
+  void submit(const Key& key, Launch launch) {
+    const size_t start = key_.size();
+    key_.insert(key_.end(), key.words().begin(), key.words().end());
+    if (deferring_) {
+      if (key_.size() <= prev_key_.size() && std::equal(key_.begin() + start, key_.end(), prev_key_.begin() + start)) {
+        pending_.push_back(std::move(launch));
+        return;
+      }
+      abandon_deferral();
+    }
+    launch(stream_);
+  }
+  void abandon_deferral() {
+    for (auto& f : pending_) f(stream_);
+    pending_.clear();
+    deferring_ = false;
+  }
+  void finish_segment() {
+    if (deferring_ && key_.size() == prev_key_.size()) {
+      launch_graph();
+    } else {
+      abandon_deferral();
+      if (segment_from_reset_ && !key_.empty() && key_ != prev_key_) {
+        drop_graph();
+        prev_key_ = key_;
+      }
+    }
+    pending_.clear();
+    key_.clear();
+    deferring_ = false;
+    segment_from_reset_ = false;
+  }
+  void launch_graph() {
+    if (!graph_) {
+      cudaGraph_t g = nullptr;
+      ZINC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        for (auto& f : pending_) f(stream_);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      ZINC_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
+      const cudaError_t e = cudaGraphInstantiate(&graph_, g, 0);
+      cudaGraphDestroy(g);
+      check_cuda(e, "cudaGraphInstantiate");
+    }
+    ZINC_CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
+  }
+  void drop_graph() {
+    if (graph_) cudaGraphExecDestroy(graph_);
+    graph_ = nullptr;
+  }
+
+  static constexpr size_t kStagingBytes = size_t{32} << 20;
+  struct Staging {
+    void* host = nullptr;
+    cudaEvent_t done = nullptr;
+  };
+
+  const bool graphs_enabled_;
+  cudaStream_t stream_ = nullptr;
+  Staging staging_[2];
+  std::vector<void*> allocations_;  // weights and persistent tensors
+  DeviceArena arena_;
+
+  std::vector<uint64_t> key_;       // the current segment's op keys
+  std::vector<uint64_t> prev_key_;  // the last eager segment that began at scratch_reset()
+  std::vector<Launch> pending_;     // deferred launches while key_ matches prev_key_
+  bool deferring_ = false, segment_from_reset_ = false;
+  cudaGraphExec_t graph_ = nullptr;  // captured from prev_key_'s launches
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+std::unique_ptr<Backend> make_cuda_backend(int device) { return make_cuda_backend(CudaOptions{device, true}); }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+CudaDeviceInfo cuda_device_info(int device) {
+  cudaDeviceProp prop{};
+  ZINC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  int clock_khz = 0, bus_bits = 0;
+  ZINC_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
+  ZINC_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  CudaDeviceInfo info;
+  info.name = prop.name;
+  info.memory_bytes = prop.totalGlobalMem;
+  info.multiprocessors = prop.multiProcessorCount;
+  info.peak_bandwidth_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // double data rate
+  return info;
+}
+
+}  // namespace zinc

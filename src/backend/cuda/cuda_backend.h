@@ -1,0 +1,34 @@
+// The CUDA backend: weights uploaded once in their block formats and dequantized
+// inside the kernels, activations in f32, one stream. Forward passes that repeat an
+// op sequence exactly (every decode step) are captured into a CUDA graph and
+// replayed (see cuda_backend.cpp).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace zinc {
+
+struct CudaOptions {
+  int device = 0;
+  bool graphs = true;  // capture and replay repeated forward passes
+};
+
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+
+// GPUs the CUDA runtime sees; 0 without a driver or a GPU (never throws).
+int cuda_device_count();
+
+struct CudaDeviceInfo {
+  std::string name;
+  size_t memory_bytes = 0;
+  int multiprocessors = 0;
+  double peak_bandwidth_gbs = 0;  // from the memory clock and bus width
+};
+CudaDeviceInfo cuda_device_info(int device = 0);
+
+}  // namespace zinc

@@ -1,0 +1,291 @@
+// Weight formats on the device: for each block type, `load8` dequantizes the 8
+// consecutive elements [e0, e0 + 8) of a row (e0 a multiple of 8) into floats. Every
+// kernel that reads weights (matvec, tiled matmul, embed, MoE) is written once over
+// this interface and instantiated per type by dispatch_weight_type().
+//
+// 8 elements never straddle a block or a sub-block, so each call reads one scale
+// and 8 (or fewer) bytes of codes; loads are as wide as the block's alignment in a
+// row allows (blocks are packed back to back, so a 34-byte Q8_0 block is only
+// 2-byte aligned).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "quant/types.h"
+
+namespace zinc::cuda {
+
+// 8 bytes from p, which is aligned to `Align` bytes.
+template <int Align>
+__device__ __forceinline__ uint2 load_bytes8(const uint8_t* p) {
+  if constexpr (Align >= 8) {
+    return *reinterpret_cast<const uint2*>(p);
+  } else if constexpr (Align >= 4) {
+    const auto* w = reinterpret_cast<const uint32_t*>(p);
+    return make_uint2(w[0], w[1]);
+  } else if constexpr (Align >= 2) {
+    const auto* h = reinterpret_cast<const uint16_t*>(p);
+    return make_uint2(h[0] | (static_cast<uint32_t>(h[1]) << 16), h[2] | (static_cast<uint32_t>(h[3]) << 16));
+  } else {
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      lo |= static_cast<uint32_t>(p[i]) << (8 * i);
+      hi |= static_cast<uint32_t>(p[4 + i]) << (8 * i);
+    }
+    return make_uint2(lo, hi);
+  }
+}
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ int byte_of(uint2 b, int i) { return ((i < 4 ? b.x : b.y) >> (8 * (i & 3))) & 255; }
+
+// Nibble codes of elements e..e+7 of a 32-element group packed as in Q4_0
+// (element j low nibble of qs[j], element j+16 high nibble of qs[j]).
+template <int Align>
+__device__ __forceinline__ uint2 nibble_bytes(const uint8_t* qs, int e) {
+  return load_bytes8<Align>(qs + (e & 15));
+}
+__device__ __forceinline__ int nibble_of(uint2 b, int i, bool high) { return (byte_of(b, i) >> (high ? 4 : 0)) & 15; }
+
+__device__ __forceinline__ float e8m0_half(uint8_t e) {
+  return __uint_as_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
+}
+
+static __constant__ float kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+static __constant__ float kMxfp4Table[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+template <DType T> struct Dequant;
+
+template <> struct Dequant<DType::F32> {
+  static constexpr int kBlockElems = 1, kBlockBytes = 4;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float4* p = reinterpret_cast<const float4*>(row + 4 * e0);
+    const float4 a = p[0], b = p[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  }
+};
+template <> struct Dequant<DType::F16> {
+  static constexpr int kBlockElems = 1, kBlockBytes = 2;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint4 q = *reinterpret_cast<const uint4*>(row + 2 * e0);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[2 * i] = half_to_float(w[i] & 0xffff), v[2 * i + 1] = half_to_float(w[i] >> 16);
+  }
+};
+template <> struct Dequant<DType::BF16> {
+  static constexpr int kBlockElems = 1, kBlockBytes = 2;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint4 q = *reinterpret_cast<const uint4*>(row + 2 * e0);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+};
+template <> struct Dequant<DType::Q8_0> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 34;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = half_to_float(load_u16(b));
+    const uint2 q = load_bytes8<2>(b + 2 + (e0 & 31));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(static_cast<int8_t>(byte_of(q, i))) * d;
+  }
+};
+template <> struct Dequant<DType::Q4_0> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 18;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = half_to_float(load_u16(b));
+    const int e = e0 & 31;
+    const uint2 q = nibble_bytes<2>(b + 2, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(nibble_of(q, i, e >= 16) - 8) * d;
+  }
+};
+template <> struct Dequant<DType::Q4_1> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 20;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = half_to_float(load_u16(b)), m = half_to_float(load_u16(b + 2));
+    const int e = e0 & 31;
+    const uint2 q = nibble_bytes<4>(b + 4, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(nibble_of(q, i, e >= 16)) * d + m;
+  }
+};
+template <> struct Dequant<DType::Q5_0> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 22;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = half_to_float(load_u16(b));
+    const uint32_t qh = load_u16(b + 2) | (static_cast<uint32_t>(load_u16(b + 4)) << 16);
+    const int e = e0 & 31;
+    const uint2 q = nibble_bytes<2>(b + 6, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = static_cast<float>((nibble_of(q, i, e >= 16) | (((qh >> (e + i)) & 1) << 4)) - 16) * d;
+  }
+};
+template <> struct Dequant<DType::Q5_1> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 24;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = half_to_float(load_u16(b)), m = half_to_float(load_u16(b + 2));
+    const uint32_t qh = *reinterpret_cast<const uint32_t*>(b + 4);
+    const int e = e0 & 31;
+    const uint2 q = nibble_bytes<8>(b + 8, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = static_cast<float>(nibble_of(q, i, e >= 16) | (((qh >> (e + i)) & 1) << 4)) * d + m;
+  }
+};
+template <> struct Dequant<DType::IQ4_NL> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 18;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = half_to_float(load_u16(b));
+    const int e = e0 & 31;
+    const uint2 q = nibble_bytes<2>(b + 2, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = d * kIq4nlTable[nibble_of(q, i, e >= 16)];
+  }
+};
+template <> struct Dequant<DType::MXFP4> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 17;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 32) * kBlockBytes;
+    const float d = e8m0_half(b[0]);
+    const int e = e0 & 31;
+    const uint2 q = nibble_bytes<1>(b + 1, e);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = d * kMxfp4Table[nibble_of(q, i, e >= 16)];
+  }
+};
+
+// K-quants: 256-element super-blocks. Element e of a block: half = e / 128,
+// k = (e % 128) / 32, l = e % 32 for the 2-bit layouts.
+template <> struct Dequant<DType::Q2_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 84;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
+    const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int sc = b[e / 16];
+    const float dl = half_to_float(load_u16(b + 80)) * static_cast<float>(sc & 15);
+    const float ml = half_to_float(load_u16(b + 82)) * static_cast<float>(sc >> 4);
+    const uint2 q = load_bytes8<4>(b + 16 + 32 * half + l);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = dl * static_cast<float>((byte_of(q, i) >> (2 * k)) & 3) - ml;
+  }
+};
+template <> struct Dequant<DType::Q3_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 110;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
+    const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32, m = e / 32, sub = e / 16;
+    const uint8_t* scales = b + 96;
+    const int low = sub < 8 ? (scales[sub] & 15) : (scales[sub - 8] >> 4);
+    const int high = (scales[8 + sub % 4] >> (2 * (sub / 4))) & 3;
+    const float dl = half_to_float(load_u16(b + 108)) * static_cast<float>((low | (high << 4)) - 32);
+    const uint2 q = load_bytes8<2>(b + 32 + 32 * half + l);
+    const uint2 h = load_bytes8<2>(b + l);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int c = ((byte_of(q, i) >> (2 * k)) & 3) - (((byte_of(h, i) >> m) & 1) ? 0 : 4);
+      v[i] = dl * static_cast<float>(c);
+    }
+  }
+};
+
+// Six-bit scale and min of sub-block i of a Q4_K / Q5_K block (see quant/blocks.h).
+__device__ __forceinline__ void k_scale_min(const uint8_t* s, int i, float& sc, float& m) {
+  if (i < 4) {
+    sc = static_cast<float>(s[i] & 63), m = static_cast<float>(s[i + 4] & 63);
+  } else {
+    sc = static_cast<float>((s[i + 4] & 15) | ((s[i - 4] >> 6) << 4));
+    m = static_cast<float>((s[i + 4] >> 4) | ((s[i] >> 6) << 4));
+  }
+}
+template <> struct Dequant<DType::Q4_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 144;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
+    const int e = e0 & 255, sub = e / 32, l = e % 32;
+    const uint32_t dm = *reinterpret_cast<const uint32_t*>(b);
+    float sc, mn;
+    k_scale_min(b + 4, sub, sc, mn);
+    const float dl = half_to_float(dm & 0xffff) * sc, ml = half_to_float(dm >> 16) * mn;
+    const uint2 q = load_bytes8<8>(b + 16 + 32 * (sub / 2) + l);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = dl * static_cast<float>(nibble_of(q, i, sub & 1)) - ml;
+  }
+};
+template <> struct Dequant<DType::Q5_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 176;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
+    const int e = e0 & 255, sub = e / 32, l = e % 32;
+    const uint32_t dm = *reinterpret_cast<const uint32_t*>(b);
+    float sc, mn;
+    k_scale_min(b + 4, sub, sc, mn);
+    const float dl = half_to_float(dm & 0xffff) * sc, ml = half_to_float(dm >> 16) * mn;
+    const uint2 h = load_bytes8<8>(b + 16 + l);
+    const uint2 q = load_bytes8<8>(b + 48 + 32 * (sub / 2) + l);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int c = nibble_of(q, i, sub & 1) | (((byte_of(h, i) >> sub) & 1) << 4);
+      v[i] = dl * static_cast<float>(c) - ml;
+    }
+  }
+};
+template <> struct Dequant<DType::Q6_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 210;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
+    const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32;
+    const float dl = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+    const uint2 ql = load_bytes8<2>(b + 64 * half + l + 32 * (k & 1));
+    const uint2 qh = load_bytes8<2>(b + 128 + 32 * half + l);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int c = nibble_of(ql, i, k >= 2) | (((byte_of(qh, i) >> (2 * k)) & 3) << 4);
+      v[i] = dl * static_cast<float>(c - 32);
+    }
+  }
+};
+template <> struct Dequant<DType::IQ4_XS> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 136;
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
+    const int e = e0 & 255, sub = e / 32;
+    const int low = (b[4 + sub / 2] >> (4 * (sub % 2))) & 15;
+    const int high = (load_u16(b + 2) >> (2 * sub)) & 3;
+    const float dl = half_to_float(load_u16(b)) * static_cast<float>((low | (high << 4)) - 32);
+    const uint2 q = nibble_bytes<8>(b + 8 + 16 * sub, e & 31);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = dl * kIq4nlTable[nibble_of(q, i, (e & 31) >= 16)];
+  }
+};
+
+// Calls f(std::integral_constant<DType, T>{}) for the weight type t; throws for a
+// type no kernel reads.
+template <class F>
+void dispatch_weight_type(DType t, F&& f) {
+  switch (t) {
+#define ZINC_WEIGHT_CASE(T) \
+  case DType::T: f(std::integral_constant<DType, DType::T>{}); return;
+    ZINC_WEIGHT_CASE(F32) ZINC_WEIGHT_CASE(F16) ZINC_WEIGHT_CASE(BF16) ZINC_WEIGHT_CASE(Q8_0)
+    ZINC_WEIGHT_CASE(Q4_0) ZINC_WEIGHT_CASE(Q4_1) ZINC_WEIGHT_CASE(Q5_0) ZINC_WEIGHT_CASE(Q5_1)
+    ZINC_WEIGHT_CASE(IQ4_NL) ZINC_WEIGHT_CASE(MXFP4) ZINC_WEIGHT_CASE(Q2_K) ZINC_WEIGHT_CASE(Q3_K)
+    ZINC_WEIGHT_CASE(Q4_K) ZINC_WEIGHT_CASE(Q5_K) ZINC_WEIGHT_CASE(Q6_K) ZINC_WEIGHT_CASE(IQ4_XS)
+#undef ZINC_WEIGHT_CASE
+    default:
+      throw std::invalid_argument("cuda: no kernel reads weights of type " + std::string(type_name(t)));
+  }
+}
+
+}  // namespace zinc::cuda

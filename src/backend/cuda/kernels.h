@@ -1,0 +1,74 @@
+// Host entry points of the CUDA kernels (one per op, each in its own .cu file),
+// called by cuda_backend.cpp. Every launcher enqueues on `s` and returns; shapes
+// are checked by the backend before it calls here. Temporary device memory comes
+// from the caller (the backend's scratch arena) so addresses are deterministic.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace zinc::cuda {
+
+// y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 8
+// (weight-bandwidth bound); matmul_tiled for larger n (tensor cores).
+inline constexpr int64_t kMatvecMaxTokens = 8;
+void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
+void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
+// out {d, n} = rows ids[i] of table {d, vocab}, dequantized.
+void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream_t s);
+
+// Row norms over rows of length d: y = x * rsqrt(mean(x²) + eps) * w (rms) or
+// x * rsqrt(sum(x²) + eps) (l2); w may be null; with z, y *= silu(z).
+enum class NormKind { Rms, L2 };
+void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
+              int64_t rows, cudaStream_t s);
+// RopeParams' fields, with freq_factors ({n_rot/2} divisors, or null) as a device pointer.
+struct RopeArgs {
+  int n_rot;
+  float theta, freq_scale;
+  bool neox;
+  const float* freq_factors;
+};
+void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& p, cudaStream_t s);
+void add(const float* a, const float* b, float* y, int64_t count, cudaStream_t s);
+void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s);
+// g per element, or per row of length d when per_row.
+void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_t d, bool per_row, cudaStream_t s);
+void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t len, int64_t rows, cudaStream_t s);
+void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, cudaStream_t s);
+
+// Gated DeltaNet pieces (semantics in backend.h).
+void gdn_gates(const float* a, const float* b, const float* dt_bias, const float* a_neg, float* g, float* beta,
+               int64_t H, int64_t count, cudaStream_t s);
+void causal_conv_silu(const float* x, const float* w, float* state, float* y, int64_t C, int64_t n, int64_t K,
+                      cudaStream_t s);
+struct DeltaRuleShape {
+  int64_t n_tokens, n_heads, n_k_heads, dk, dv;
+};
+void gated_delta_rule(const DeltaRuleShape& shape, const float* q, const float* k, const float* v, const float* g,
+                      const float* beta, float* state, float* y, cudaStream_t s);
+
+// Attention over F32 caches {D, Hkv, n_ctx}.
+void kv_store(const float* k, const float* v, float* k_cache, float* v_cache, const int32_t* pos, int64_t row,
+              int64_t n, int64_t n_ctx, cudaStream_t s);
+struct AttentionShape {
+  int64_t head_dim, n_head, n_head_kv, n_tokens, n_ctx;
+};
+// Floats of partial results attention() needs in `partials`.
+size_t attention_partials_floats(const AttentionShape& shape);
+void attention(const AttentionShape& shape, const float* q, const float* k_cache, const float* v_cache,
+               const int32_t* pos, float scale, float* partials, float* y, cudaStream_t s);
+
+// MoE. moe_route: ids/weights {k, n} from logits {E, n}. moe_ffn needs
+// moe_ffn_scratch_floats() floats of `act`.
+void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormalize, int32_t* ids, float* weights,
+               cudaStream_t s);
+size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k);
+void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
+             const Tensor& weights, const Tensor& y, float* act, cudaStream_t s);
+
+}  // namespace zinc::cuda
