@@ -135,6 +135,7 @@ void add_bench_command(CLI::App& app) {
     std::string model, depths = "0", backend = "auto";
     int64_t prompt = 512, gen = 128;
     int reps = 3, threads = 0;
+    bool no_graphs = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt and generation throughput (llama-bench style)");
@@ -145,11 +146,18 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-r,--repetitions", args->reps, "Timed repetitions (after two warm-ups)")->capture_default_str();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
+  cmd->add_flag("--no-graphs", args->no_graphs, "CUDA: run every forward eagerly, without graph replay");
   cmd->callback([args] {
     if (args->reps < 1) throw std::invalid_argument("bench: -r must be at least 1");
     const std::vector<int64_t> depths = parse_list(args->depths);
     auto file = gguf::GgufFile::open(args->model);
-    auto backend = make_backend(args->backend, args->threads);
+    std::unique_ptr<Backend> backend;
+#ifdef ZINC_WITH_CUDA
+    if (args->no_graphs && (args->backend == "cuda" || (args->backend == "auto" && cuda_available())))
+      backend = make_cuda_backend(CudaOptions{0, false});
+#endif
+    if (!backend) backend = make_backend(args->backend, args->threads);
+    const std::string label = backend->name() + (args->no_graphs && backend->name() == "cuda" ? " (no graphs)" : "");
     const auto t0 = std::chrono::steady_clock::now();
     auto model = load_model(*file, *backend);
     backend->sync();
@@ -192,10 +200,10 @@ void add_bench_command(CLI::App& app) {
           if (r >= kWarmups) rates.push_back(static_cast<double>(n) / s);
         }
         const Stats st = stats(rates);
-        std::printf("| %s | %s%s | %.2f ± %.2f |", backend->name().c_str(), test.c_str(), at.c_str(), st.mean, st.std);
+        std::printf("| %s | %s%s | %.2f ± %.2f |", label.c_str(), test.c_str(), at.c_str(), st.mean, st.std);
         if (decode) {
           const double gbs = bytes_per_token * st.mean / 1e9;
-          std::printf(" %.0f |", gbs);
+          std::printf(" %.1f |", gbs);
           if (peak_gbs > 0) std::printf(" %.1f%% |", 100.0 * gbs / peak_gbs);
           else std::printf(" - |");
         } else {

@@ -245,7 +245,7 @@ void check_ops(Checker& c) {
     c.report("attention" + sn, c.rel_err(ay), 1e-4);
 
     // MoE: routing, then the experts in the benchmark file's types and two others.
-    const int64_t E = 16, kk = 4, dm = 256, ffe = 128;
+    const int64_t E = 16, kk = 4, dm = 256, ffe = 256;
     auto logits = c.f32({E, n}, c.randn(E * n, 2.0f));
     auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
     c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu), c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);

@@ -7,8 +7,7 @@
 namespace zinc {
 
 ChatTemplate::ChatTemplate(std::string source)
-    : source_(std::move(source)),
-      program_(std::make_unique<jinja::Body>(jinja::parse_template(source_))) {}
+    : program_(std::make_unique<jinja::Body>(jinja::parse_template(source))) {}
 
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;

@@ -38,10 +38,7 @@ class ChatTemplate {
   // clock time (weekday, day of year) are derived.
   void set_now(const std::tm& now);
 
-  const std::string& source() const { return source_; }
-
  private:
-  std::string source_;
   std::unique_ptr<std::vector<std::unique_ptr<jinja::Stmt>>> program_;
   std::optional<std::tm> now_;
 };

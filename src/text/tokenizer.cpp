@@ -35,9 +35,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   // is off stays text, and no shorter token is looked for inside it (as in HF).
   size_t fragment_start = 0;
   for (size_t i = 0; i < text.size();) {
-    int32_t node = 0, match = -1;
+    int32_t node = trie_root_[static_cast<unsigned char>(text[i])], match = -1;
     size_t match_end = 0;
-    for (size_t j = i; j < text.size(); ++j) {
+    if (node < 0) {
+      ++i;
+      continue;
+    }
+    if (trie_token_[node] >= 0) {
+      match = trie_token_[node];
+      match_end = i + 1;
+    }
+    for (size_t j = i + 1; j < text.size(); ++j) {
       auto edge = trie_edges_.find(static_cast<uint64_t>(node) << 8 | static_cast<unsigned char>(text[j]));
       if (edge == trie_edges_.end()) break;
       node = edge->second;

@@ -89,8 +89,10 @@ class Tokenizer {
   int32_t byte_token_[256];                   // symbol for each byte
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
 
-  // Added tokens: a byte trie, edges keyed by (node << 8 | byte).
+  // Added tokens: a byte trie, edges keyed by (node << 8 | byte); the root's edges
+  // also in an array, since most text bytes start no added token.
   std::unordered_map<uint64_t, int32_t> trie_edges_;
+  int32_t trie_root_[256];
   std::vector<int32_t> trie_token_;  // token ending at each node, or -1
 
   int32_t bos_ = -1, eos_ = -1, eot_ = -1, unk_ = -1;

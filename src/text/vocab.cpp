@@ -1,5 +1,4 @@
 // Tokenizer construction from GGUF metadata, and the id -> bytes side (decode).
-#include <array>
 #include <stdexcept>
 
 #include "text/byte_level.h"
@@ -167,6 +166,10 @@ void Tokenizer::index_added_tokens() {
       node = it->second;
     }
     if (trie_token_[node] < 0) trie_token_[node] = static_cast<int32_t>(id);
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto edge = trie_edges_.find(static_cast<uint64_t>(b));
+    trie_root_[b] = edge == trie_edges_.end() ? -1 : edge->second;
   }
 }
 

@@ -132,6 +132,12 @@ TEST(ChatTemplate, ErrorsNameTheTemplateLine) {
   }
 }
 
+TEST(ChatTemplate, AcceptsAPlainJsonContext) {
+  // nlohmann::json converts to ordered_json (its keys arrive sorted).
+  nlohmann::json context = {{"b", 1}, {"a", "x"}};
+  EXPECT_EQ(ChatTemplate("{{ a }}{{ b }}").render(context), "x1");
+}
+
 TEST(ChatTemplate, GenerationBlockRendersItsBody) {
   // transformers' {% generation %} marks assistant text; rendering is unchanged.
   ChatTemplate tmpl("a{% generation %}b{{ 1 }}{% endgeneration %}c");

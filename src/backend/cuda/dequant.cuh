@@ -128,7 +128,7 @@ template <> struct Dequant<DType::Q5_0> {
     const uint2 q = nibble_bytes<2>(b + 6, e);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      v[i] = static_cast<float>((nibble_of(q, i, e >= 16) | (((qh >> (e + i)) & 1) << 4)) - 16) * d;
+      v[i] = static_cast<float>((nibble_of(q, i, e >= 16) | static_cast<int>(((qh >> (e + i)) & 1) << 4)) - 16) * d;
   }
 };
 template <> struct Dequant<DType::Q5_1> {
@@ -141,7 +141,7 @@ template <> struct Dequant<DType::Q5_1> {
     const uint2 q = nibble_bytes<8>(b + 8, e);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      v[i] = static_cast<float>(nibble_of(q, i, e >= 16) | (((qh >> (e + i)) & 1) << 4)) * d + m;
+      v[i] = static_cast<float>(nibble_of(q, i, e >= 16) | static_cast<int>(((qh >> (e + i)) & 1) << 4)) * d + m;
   }
 };
 template <> struct Dequant<DType::IQ4_NL> {

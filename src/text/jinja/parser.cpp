@@ -267,7 +267,7 @@ class Parser {
     auto list = make(Expr::Kind::Tuple, first->line);
     list->operands.push_back(std::move(first));
     while (skip_op(",")) {
-      if (peek().kind == TokenKind::BlockEnd || peek().kind == TokenKind::VarEnd) break;
+      if (peek().kind == TokenKind::BlockEnd || peek().kind == TokenKind::VarEnd || is_op(")")) break;
       list->operands.push_back(parse_expression());
     }
     return list;
