@@ -20,19 +20,45 @@ struct NormParams {
   bool l2;
 };
 
-// One block per row; the row is read twice (sum of squares, then scale) from L1.
+// One block per row. Rows up to kNormCached float4 per thread are loaded once into
+// registers (all loads in flight together); longer rows are read twice.
+constexpr int kNormCached = 8;
+
 __global__ void __launch_bounds__(kThreads) row_norm_kernel(const __grid_constant__ NormParams p) {
   __shared__ float red[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.d;
+  const int n4 = p.d / 4;
+  const bool cached = p.d % 4 == 0 && n4 <= kNormCached * static_cast<int>(blockDim.x);
+  float4 v[kNormCached];
   float ss = 0;
-  for (int i = threadIdx.x; i < p.d; i += blockDim.x) ss += p.x[base + i] * p.x[base + i];
+  if (cached) {
+    const float4* x4 = reinterpret_cast<const float4*>(p.x + base);
+#pragma unroll
+    for (int i = 0; i < kNormCached; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      v[i] = j < n4 ? x4[j] : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kNormCached; ++i) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  } else {
+    for (int i = threadIdx.x; i < p.d; i += blockDim.x) ss += p.x[base + i] * p.x[base + i];
+  }
   ss = block_sum(ss, red);
   const float inv = rsqrtf((p.l2 ? ss : ss / p.d) + p.eps);
-  for (int i = threadIdx.x; i < p.d; i += blockDim.x) {
-    float v = p.x[base + i] * inv;
-    if (p.w) v *= p.w[i];
-    if (p.z) v *= silu(p.z[base + i]);
-    p.y[base + i] = v;
+  auto out = [&](int i, float xv) {
+    float r = xv * inv;
+    if (p.w) r *= p.w[i];
+    if (p.z) r *= silu(p.z[base + i]);
+    p.y[base + i] = r;
+  };
+  if (cached) {
+#pragma unroll
+    for (int i = 0; i < kNormCached; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      if (j < n4) out(4 * j, v[i].x), out(4 * j + 1, v[i].y), out(4 * j + 2, v[i].z), out(4 * j + 3, v[i].w);
+    }
+  } else {
+    for (int i = threadIdx.x; i < p.d; i += blockDim.x) out(i, p.x[base + i]);
   }
 }
 
@@ -97,8 +123,28 @@ __global__ void __launch_bounds__(1024) argmax_kernel(const float* logits, int64
   const float* l = logits + static_cast<int64_t>(blockIdx.x) * V;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
-  for (int i = threadIdx.x; i < V; i += blockDim.x)
-    if (l[i] > bv) bv = l[i], bi = i;
+  // float4 loads, 8 in flight per thread before any compare: one block reads the
+  // whole (vocabulary-long) row, so it is latency-bound otherwise.
+  const int64_t n4 = V % 4 == 0 ? V / 4 : 0;
+  const float4* l4 = reinterpret_cast<const float4*>(l);
+  for (int64_t base = threadIdx.x; base < n4; base += 8 * static_cast<int64_t>(blockDim.x)) {
+    float4 q[8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const int64_t j = base + b * static_cast<int64_t>(blockDim.x);
+      q[b] = j < n4 ? l4[j] : make_float4(-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX);
+    }
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+      const int j = static_cast<int>(4 * (base + b * static_cast<int64_t>(blockDim.x)));
+      if (q[b].x > bv) bv = q[b].x, bi = j;
+      if (q[b].y > bv) bv = q[b].y, bi = j + 1;
+      if (q[b].z > bv) bv = q[b].z, bi = j + 2;
+      if (q[b].w > bv) bv = q[b].w, bi = j + 3;
+    }
+  }
+  for (int64_t i = 4 * n4 + threadIdx.x; i < V; i += blockDim.x)
+    if (l[i] > bv) bv = l[i], bi = static_cast<int>(i);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);

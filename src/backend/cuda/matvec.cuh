@@ -11,23 +11,40 @@ namespace zinc::cuda {
 inline constexpr int kMaxDotTokens = 8;
 
 // acc[t] (lane-partial) += row · x_t for t < n; x_t = x + t * x_stride, length `in`.
+// All weight loads of a pass (kBatch strides of 256 elements, the whole row of most
+// projections) are issued before any arithmetic, then each token's activation loads:
+// a lone warp's row is latency-bound, so the loads must be in flight together.
 template <DType T>
 __device__ __forceinline__ void row_dot_partial(const uint8_t* row, int in, const float* x, int64_t x_stride,
                                                 int n, float (&acc)[kMaxDotTokens]) {
+  constexpr int kBatch = 8;
   const int lane = threadIdx.x % 32;
-  // Unrolled so that several iterations' loads are in flight at once: rows are
-  // short (a few KB), so latency, not bandwidth, bounds a lone warp.
-#pragma unroll 4
-  for (int e0 = lane * 8; e0 < in; e0 += 256) {
-    float w[8];
-    Dequant<T>::load8(row, e0, w);
+  for (int base = lane * 8; base < in; base += 256 * kBatch) {
+    float w[kBatch][8];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (base + 256 * b < in) {
+        Dequant<T>::load8(row, base + 256 * b, w[b]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[b][i] = 0.0f;
+      }
+    }
 #pragma unroll
     for (int t = 0; t < kMaxDotTokens; ++t) {
       if (t < n) {
-        const float4* xp = reinterpret_cast<const float4*>(x + t * x_stride + e0);
-        const float4 a = __ldg(xp), b = __ldg(xp + 1);
-        acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
-                  w[7] * b.w;
+        float4 xa[kBatch], xb[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int e0 = base + 256 * b;
+          const float4* xp = reinterpret_cast<const float4*>(x + t * x_stride + e0);
+          xa[b] = e0 < in ? __ldg(xp) : make_float4(0, 0, 0, 0);
+          xb[b] = e0 < in ? __ldg(xp + 1) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          acc[t] += w[b][0] * xa[b].x + w[b][1] * xa[b].y + w[b][2] * xa[b].z + w[b][3] * xa[b].w +
+                    w[b][4] * xb[b].x + w[b][5] * xb[b].y + w[b][6] * xb[b].z + w[b][7] * xb[b].w;
       }
     }
   }

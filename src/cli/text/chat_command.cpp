@@ -87,6 +87,7 @@ class Conversation {
     g_replying.store(false);
     streamer.finish();
     std::printf("\n");
+    std::fflush(stdout);  // the reply ends before the speed line on stderr
 
     const std::string reply_text = m_.tokenizer->decode(result.tokens);
     messages_.push_back({{"role", "assistant"}, {"content", reply_text}});

@@ -47,6 +47,7 @@ void run(const RunOptions& o) {
   });
   streamer.finish();
   std::printf("\n");
+  std::fflush(stdout);  // the reply ends before the speed line on stderr
   if (result.stop == StopReason::ContextFull) std::fprintf(stderr, "[stopped: context of %lld tokens is full]\n",
                                                            static_cast<long long>(seq.n_ctx));
   print_speed(result.stats);

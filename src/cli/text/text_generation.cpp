@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "cli/default_backend.h"
+#include "cli/backend_choice.h"
 #include "text/chat_template.h"
 
 namespace zinc::cli {
@@ -44,7 +44,7 @@ TextModel TextModel::load(const TextGenerationOptions& options) {
   TextModel m;
   m.file = gguf::GgufFile::open(options.model);
   m.tokenizer = text::Tokenizer::from_gguf(*m.file);
-  m.backend = make_default_backend(options.threads);
+  m.backend = make_backend("auto", options.threads);
   m.model = load_model(*m.file, *m.backend);
   m.chat_template = m.tokenizer->chat_template();
   for (int32_t id = 0; id < m.tokenizer->n_vocab(); ++id)
