@@ -1,5 +1,5 @@
 // Greedy generation on real weights (SmolLM2-135M-Instruct, Q4_1) against llama.cpp,
-// from the prompt token ids llama.cpp made of three chat prompts (goldens and the
+// from the prompt token ids llama.cpp made of six chat prompts (goldens and the
 // command that recorded them in tests/data/smollm2/). llama.cpp rounds activations to
 // 8 bits for Q4_1 matmuls and zinc's CPU backend keeps them in f32, so where the top
 // two logits are within a few tenths the two may pick differently (README.md there
@@ -31,7 +31,10 @@
 namespace zinc {
 namespace {
 
-constexpr int kCases = 3;
+constexpr int kCases = 6;
+// The bar: greedy output equal to llama.cpp's for kRequiredMatch tokens on at
+// least this many prompts (prompts 3-5 have no near-tie in their first 32 tokens).
+constexpr int kRequiredPrompts = 3;
 constexpr size_t kRequiredMatch = 32;
 // Logit gap that 8-bit activation rounding can close (the largest seen: 0.23).
 constexpr float kNearTie = 0.3f;
@@ -75,6 +78,7 @@ TEST_F(SmolLM2Greedy, AgreesWithLlamaCppUpToNearTies) {
   auto backend = make_cpu_backend(0);
   auto model = load_model(*file, *backend);
   const int64_t V = model->n_vocab();
+  int long_matches = 0;
   for (int i = 0; i < kCases; ++i) {
     const std::vector<int32_t> prompt = read_ids(golden_path("prompt" + std::to_string(i) + ".ids"));
     const std::vector<int32_t> want = read_ids(golden_path("greedy" + std::to_string(i) + ".ids"));
@@ -112,10 +116,11 @@ TEST_F(SmolLM2Greedy, AgreesWithLlamaCppUpToNearTies) {
     const size_t matched = common_prefix(got.tokens, want);
     EXPECT_EQ(matched, first_flip) << "prompt " << i << ": greedy output leaves llama.cpp's before a near-tie";
     RecordProperty("prompt" + std::to_string(i) + "_matched_tokens", static_cast<int>(matched));
-    if (matched < kRequiredMatch)
-      std::printf("[ note ] prompt %d: zinc's greedy output equals llama.cpp's for %zu tokens, up to a near-tie\n", i,
-                  matched);
+    std::printf("[ smollm2 ] prompt %d: zinc's greedy output equals llama.cpp's for %zu of %zu tokens%s\n", i, matched,
+                want.size(), matched < want.size() ? ", up to a near-tie" : "");
+    long_matches += matched >= kRequiredMatch;
   }
+  EXPECT_GE(long_matches, kRequiredPrompts);
 }
 
 #ifdef ZINC_WITH_TEXT

@@ -82,7 +82,7 @@ void TextStreamer::finish() {
 }
 
 void print_speed(const GenerationStats& stats) {
-  std::fprintf(stderr, "[prompt: %lld tokens, %.1f tok/s | reply: %lld tokens, %.1f tok/s]\n",
+  std::fprintf(stderr, "\n[prompt: %lld tokens, %.1f tok/s | reply: %lld tokens, %.1f tok/s]\n",
                static_cast<long long>(stats.prompt_tokens), stats.prompt_tokens_per_second(),
                static_cast<long long>(stats.generated_tokens), stats.generation_tokens_per_second());
 }
