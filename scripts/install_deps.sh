@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config xz-utils python3-pip
-          libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libgtest-dev libgmock-dev)
+          libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
