@@ -1,8 +1,26 @@
 #include "model/blocks.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace zinc::blocks {
+
+ForwardInputs begin_forward(Backend& be, const SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0 || n_out < 1 || n_out > n) throw std::invalid_argument("forward: bad token count or n_out");
+  if (seq.n_past + n > seq.n_ctx)
+    throw std::length_error("forward: " + std::to_string(seq.n_past + n) + " tokens exceed the context of " +
+                            std::to_string(seq.n_ctx));
+  be.scratch_reset();
+  ForwardInputs in{be.scratch(DType::I32, {n}), be.scratch(DType::I32, {n})};
+  be.write(in.ids, tokens.data(), n * sizeof(int32_t));
+  std::vector<int32_t> positions(n);
+  for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(seq.n_past + i);
+  be.write(in.pos, positions.data(), n * sizeof(int32_t));
+  return in;
+}
 
 Tensor linear(Backend& be, const Tensor& w, const Tensor& x) {
   Tensor y = be.scratch(DType::F32, {w.ne[1], x.rows()});

@@ -4,11 +4,20 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/backend.h"
 #include "runtime/sequence.h"
 
 namespace zinc::blocks {
+
+// Starts a forward pass over tokens at positions [seq.n_past, seq.n_past + n): checks
+// the counts against the context, resets scratch, and uploads the token ids and
+// positions (I32 {n} each).
+struct ForwardInputs {
+  Tensor ids, pos;
+};
+ForwardInputs begin_forward(Backend& be, const SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out);
 
 // y {out, n} = w · x, in fresh scratch.
 Tensor linear(Backend& be, const Tensor& w, const Tensor& x);

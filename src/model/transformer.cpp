@@ -118,17 +118,7 @@ class Transformer final : public Model {
 
   Tensor forward(SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out) override {
     const int64_t n = static_cast<int64_t>(tokens.size());
-    if (n == 0 || n_out < 1 || n_out > n) throw std::invalid_argument("forward: bad token count or n_out");
-    if (seq.n_past + n > seq.n_ctx)
-      throw std::length_error("forward: " + std::to_string(seq.n_past + n) + " tokens exceed the context of " +
-                              std::to_string(seq.n_ctx));
-    be_.scratch_reset();
-    Tensor ids = be_.scratch(DType::I32, {n});
-    be_.write(ids, tokens.data(), n * sizeof(int32_t));
-    std::vector<int32_t> positions(n);
-    for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(seq.n_past + i);
-    Tensor pos = be_.scratch(DType::I32, {n});
-    be_.write(pos, positions.data(), n * sizeof(int32_t));
+    const auto [ids, pos] = blocks::begin_forward(be_, seq, tokens, n_out);
 
     Tensor x = be_.scratch(DType::F32, {n_embd_, n});
     be_.embed(tok_embd_, ids, x);
