@@ -1,7 +1,7 @@
 // `zinc gpu-check`: the CUDA backend against the CPU backend (the executable
 // specification), runnable on the GPU machine without GoogleTest. Every op on fresh
 // random data for every weight type and for 1, 3, 8 and 33+ tokens, with the GPU
-// outputs poisoned (NaN) before the kernels run; then whole tiny qwen35moe models
+// outputs poisoned (NaN) before the kernels run; then whole tiny models of every architecture
 // (prefill, decode, 2048 decoded tokens, graph replay vs eager, repeat runs bitwise
 // equal). Prints one line per check and exits non-zero if any fails.
 #ifdef ZINC_WITH_CUDA
@@ -302,10 +302,12 @@ std::vector<float> read_logits(Backend& be, const Tensor& t) {
   return v;
 }
 
-void check_model(Checker& c, const std::string& preset, const std::string& dir) {
+void check_model(Checker& c, const std::string& arch, const std::string& model_preset, const std::string& dir) {
   synth::Options opt;
-  opt.preset = preset;
-  const std::string path = dir + "/gpu-check-" + preset + ".gguf";
+  opt.arch = arch;
+  opt.preset = model_preset;
+  const std::string preset = arch + " " + model_preset;  // the name in reports
+  const std::string path = dir + "/gpu-check-" + arch + "-" + model_preset + ".gguf";
   synth::write(synth::make_spec(opt), 7, path, 8);
   auto file = gguf::GgufFile::open(path);
   auto cpu = make_cpu_backend(0);
@@ -394,7 +396,10 @@ void add_gpu_check_command(CLI::App& app) {
     c.set_verbose(!args->quiet);
     check_ops(c);
     if (!args->ops_only)
-      for (const char* preset : {"tiny", "tiny2"}) check_model(c, preset, args->dir);
+      for (auto [arch, preset] : {std::pair{"qwen35moe", "tiny"}, std::pair{"qwen35moe", "tiny2"},
+                                  std::pair{"llama", "tiny"}, std::pair{"llama", "tiny-llama3"},
+                                  std::pair{"qwen3", "tiny"}, std::pair{"qwen3moe", "tiny"}})
+        check_model(c, arch, preset, args->dir);
     std::printf("gpu-check: %d of %d checks failed\n", c.failures(), c.checks());
     if (c.failures() > 0) throw std::runtime_error("gpu-check failed");
   });
