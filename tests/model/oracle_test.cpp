@@ -1,5 +1,6 @@
 // zinc's CPU forward pass against golden logits from transformers (made by
-// tools/oracle_qwen35moe.py on the GPU machine; see tests/data/oracle/README.md).
+// tools/oracle_qwen35moe.py and tools/oracle_dense.py on the GPU machine; see
+// tests/data/oracle/README.md).
 #include <gtest/gtest.h>
 
 #include <cstdio>

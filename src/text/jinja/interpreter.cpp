@@ -293,9 +293,13 @@ class Renderer {
   }
 
   // A macro is a callable that renders its body in a scope under the one it was defined in.
+  // The macro lives in that scope's variables, so it holds the scope weakly (a strong
+  // reference would be a cycle that never frees); the renderer keeps the scope alive.
   Value make_macro(const Stmt& s, const ScopePtr& defined_in) {
-    return Value::function(s.name, [this, &s, defined_in](const CallArgs& a) {
-      ScopePtr scope = child_of(defined_in);
+    macro_scopes_.push_back(defined_in);
+    std::weak_ptr<Scope> weak_scope = defined_in;
+    return Value::function(s.name, [this, &s, weak_scope](const CallArgs& a) {
+      ScopePtr scope = child_of(weak_scope.lock());
       if (a.positional.size() > s.params.size()) fail("macro '" + s.name + "' takes " + std::to_string(s.params.size()) + " arguments");
       for (const auto& [k, v] : a.keyword) {
         bool known = k == "caller";
@@ -360,6 +364,8 @@ class Renderer {
   }
 
  private:
+  std::vector<ScopePtr> macro_scopes_;  // scopes that defined macros, alive for the whole render
+
   Value eval_node(const Expr& e, const ScopePtr& scope) {
     switch (e.kind) {
       case Expr::Kind::Literal: return e.literal;
