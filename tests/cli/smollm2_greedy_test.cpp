@@ -64,6 +64,20 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return n;
 }
 
+// Greedy continuation of prompt for up to n tokens through the generation loop,
+// stopping early only at the given end-of-generation ids.
+std::vector<int32_t> greedy_generate(Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n,
+                                     std::vector<int32_t> eog_ids = {}) {
+  SequenceState seq = model.new_sequence(static_cast<int64_t>(prompt.size()) + n);
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  Sampler sampler(greedy);
+  GenerateOptions options;
+  options.max_tokens = n;
+  options.eog_ids = std::move(eog_ids);
+  return generate(model, backend, seq, prompt, sampler, options, [](int32_t) { return true; }).tokens;
+}
+
 class SmolLM2Greedy : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -104,16 +118,9 @@ TEST_F(SmolLM2Greedy, AgreesWithLlamaCppUpToNearTies) {
     }
     EXPECT_LE(flips, 2u) << "prompt " << i;
 
-    // Free-running greedy through the generation loop.
-    SequenceState seq = model->new_sequence(static_cast<int64_t>(prompt.size()) + n_gen);
-    SamplerParams greedy;
-    greedy.temperature = 0;
-    Sampler sampler(greedy);
-    GenerateOptions options;
-    options.max_tokens = n_gen;
-    // No end-of-generation ids: a premature <|im_end|> shows up as a mismatch.
-    const GenerationResult got = generate(*model, *backend, seq, prompt, sampler, options, [](int32_t) { return true; });
-    const size_t matched = common_prefix(got.tokens, want);
+    // Free-running greedy through the generation loop. No end-of-generation ids: a
+    // premature <|im_end|> shows up as a mismatch.
+    const size_t matched = common_prefix(greedy_generate(*model, *backend, prompt, n_gen), want);
     EXPECT_EQ(matched, first_flip) << "prompt " << i << ": greedy output leaves llama.cpp's before a near-tie";
     RecordProperty("prompt" + std::to_string(i) + "_matched_tokens", static_cast<int>(matched));
     std::printf("[ smollm2 ] prompt %d: zinc's greedy output equals llama.cpp's for %zu of %zu tokens%s\n", i, matched,
@@ -148,16 +155,11 @@ TEST_F(SmolLM2Greedy, RunCommandStreamsTheGreedyReply) {
   auto model = load_model(*file, *backend);
   const std::vector<int32_t> prompt = read_ids(golden_path("prompt0.ids"));
   constexpr int64_t kTokens = 24;
-  SequenceState seq = model->new_sequence(static_cast<int64_t>(prompt.size()) + kTokens);
-  SamplerParams greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy);
-  GenerateOptions options;
-  options.max_tokens = kTokens;
+  std::vector<int32_t> eog_ids;
   for (int32_t id = 0; id < tokenizer->n_vocab(); ++id)
-    if (tokenizer->is_eog(id)) options.eog_ids.push_back(id);  // `zinc run` stops there too
-  const GenerationResult want = generate(*model, *backend, seq, prompt, sampler, options, [](int32_t) { return true; });
-  const std::string want_text = tokenizer->decode(want.tokens);
+    if (tokenizer->is_eog(id)) eog_ids.push_back(id);  // `zinc run` stops there too
+  const std::string want_text =
+      tokenizer->decode(greedy_generate(*model, *backend, prompt, kTokens, std::move(eog_ids)));
 
   const std::string user = read_text(golden_path("user0.txt"));
   const std::string command = test::zinc_binary() + " run -m " + model_path() + " --temp 0 -n " +

@@ -144,26 +144,26 @@ template <> struct Dequant<DType::Q5_1> {
       v[i] = static_cast<float>(nibble_of(q, i, e >= 16) | static_cast<int>(((qh >> (e + i)) & 1) << 4)) * d + m;
   }
 };
+// 32-element blocks of 4-bit indices into a value table (IQ4_NL, MXFP4): elements
+// e..e+7 of the block whose quants start at qs (ALIGN: their byte alignment), scaled by d.
+template <int ALIGN>
+__device__ __forceinline__ void table_nibbles8(const uint8_t* qs, int e, float d, const float* table, float* v) {
+  const uint2 q = nibble_bytes<ALIGN>(qs, e);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = d * table[nibble_of(q, i, e >= 16)];
+}
 template <> struct Dequant<DType::IQ4_NL> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    const float d = half_to_float(load_u16(b));
-    const int e = e0 & 31;
-    const uint2 q = nibble_bytes<2>(b + 2, e);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = d * kIq4nlTable[nibble_of(q, i, e >= 16)];
+    table_nibbles8<2>(b + 2, e0 & 31, half_to_float(load_u16(b)), kIq4nlTable, v);
   }
 };
 template <> struct Dequant<DType::MXFP4> {
   static constexpr int kBlockElems = 32, kBlockBytes = 17;
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    const float d = e8m0_half(b[0]);
-    const int e = e0 & 31;
-    const uint2 q = nibble_bytes<1>(b + 1, e);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = d * kMxfp4Table[nibble_of(q, i, e >= 16)];
+    table_nibbles8<1>(b + 1, e0 & 31, e8m0_half(b[0]), kMxfp4Table, v);
   }
 };
 
