@@ -7,19 +7,63 @@
 
 namespace zinc::blocks {
 
-ForwardInputs begin_forward(Backend& be, const SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0 || n_out < 1 || n_out > n) throw std::invalid_argument("forward: bad token count or n_out");
-  if (seq.n_past + n > seq.n_ctx)
-    throw std::length_error("forward: " + std::to_string(seq.n_past + n) + " tokens exceed the context of " +
-                            std::to_string(seq.n_ctx));
+namespace {
+// Sequence s's tokens of a per-token tensor whose dim `dim` counts tokens
+// (I32 positions {n}: dim 0).
+Tensor slice_tokens(const Tensor& t, const BatchSequence& s, int dim) {
+  if (s.offset == 0 && s.count == t.ne[dim]) return t;
+  if (dim > 0) return t.slice(dim, s.offset, s.count);
+  Tensor r = t;
+  r.ne[0] = s.count;
+  r.data = static_cast<char*>(t.data) + row_bytes(t.type, s.offset);
+  return r;
+}
+}  // namespace
+
+Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
+  if (chunks.empty()) throw std::invalid_argument("forward: empty batch");
+  Batch batch;
+  for (const SequenceChunk& c : chunks) {
+    const int64_t n = static_cast<int64_t>(c.tokens.size());
+    if (!c.seq || n == 0 || c.n_out < 0 || c.n_out > n)
+      throw std::invalid_argument("forward: bad token count or n_out");
+    if (c.seq->n_past + n > c.seq->n_ctx)
+      throw std::length_error("forward: " + std::to_string(c.seq->n_past + n) + " tokens exceed the context of " +
+                              std::to_string(c.seq->n_ctx));
+    for (const BatchSequence& s : batch.seqs)
+      if (s.seq == c.seq) throw std::invalid_argument("forward: a sequence appears twice in one batch");
+    batch.seqs.push_back({c.seq, batch.n_tokens, n, c.n_out});
+    batch.n_tokens += n;
+    batch.n_out += c.n_out;
+  }
+  std::vector<int32_t> ids, positions;
+  ids.reserve(batch.n_tokens);
+  positions.reserve(batch.n_tokens);
+  for (const SequenceChunk& c : chunks) {
+    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+    for (size_t i = 0; i < c.tokens.size(); ++i) positions.push_back(static_cast<int32_t>(c.seq->n_past + i));
+  }
   be.scratch_reset();
-  ForwardInputs in{be.scratch(DType::I32, {n}), be.scratch(DType::I32, {n})};
-  be.write(in.ids, tokens.data(), n * sizeof(int32_t));
-  std::vector<int32_t> positions(n);
-  for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(seq.n_past + i);
-  be.write(in.pos, positions.data(), n * sizeof(int32_t));
-  return in;
+  batch.ids = be.scratch(DType::I32, {batch.n_tokens});
+  batch.pos = be.scratch(DType::I32, {batch.n_tokens});
+  be.write(batch.ids, ids.data(), ids.size() * sizeof(int32_t));
+  be.write(batch.pos, positions.data(), positions.size() * sizeof(int32_t));
+  return batch;
+}
+
+Tensor finish_forward(Backend& be, const Batch& batch, const Tensor& x) {
+  for (const BatchSequence& s : batch.seqs) s.seq->n_past += s.count;
+  if (batch.n_out == 0) return {};
+  // One sequence (the common case) needs no gather.
+  if (batch.seqs.size() == 1) return x.slice(1, batch.n_tokens - batch.n_out, batch.n_out);
+  Tensor out = be.scratch(DType::F32, {x.ne[0], batch.n_out});
+  int64_t row = 0;
+  for (const BatchSequence& s : batch.seqs) {
+    if (s.n_out == 0) continue;
+    be.copy(x.slice(1, s.offset + s.count - s.n_out, s.n_out), out.slice(1, row, s.n_out));
+    row += s.n_out;
+  }
+  return out;
 }
 
 Tensor linear(Backend& be, const Tensor& w, const Tensor& x) {
@@ -40,8 +84,9 @@ Tensor add(Backend& be, const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, LayerState& state,
-                 const Tensor& x, const Tensor& pos) {
+Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, const Batch& batch, int layer,
+                 const Tensor& x) {
+  const Tensor& pos = batch.pos;
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   Tensor q, gate;
   Tensor qp = linear(be, w.q, x);
@@ -61,16 +106,20 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
   if (!w.k_norm.empty()) be.rms_norm(k, &w.k_norm, opt.norm_eps, k);
   be.rope(q, pos, opt.rope);
   be.rope(k, pos, opt.rope);
-  be.kv_store(k, v, state.k_cache, state.v_cache, pos);
   Tensor o = be.scratch(DType::F32, {D, Hq, n});
   const float scale = opt.scale > 0 ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  be.attention(q, state.k_cache, state.v_cache, pos, scale, o);
+  for (const BatchSequence& s : batch.seqs) {
+    const LayerState& state = s.seq->layers[layer];
+    const Tensor ps = slice_tokens(pos, s, 0), ks = slice_tokens(k, s, 2), vs = slice_tokens(v, s, 2);
+    be.kv_store(ks, vs, state.k_cache, state.v_cache, ps);
+    be.attention(slice_tokens(q, s, 2), state.k_cache, state.v_cache, ps, scale, slice_tokens(o, s, 2));
+  }
   if (opt.output_gate) be.mul_sigmoid(o, gate.reshape({D, Hq, n}), o);
   return linear(be, w.o, o.reshape({D * Hq, n}));
 }
 
 Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDeltaNetOptions& opt,
-                       LayerState& state, const Tensor& x) {
+                       const Batch& batch, int layer, const Tensor& x) {
   const int64_t n = x.rows(), Hk = opt.n_k_heads, H = opt.n_v_heads, dk = opt.dk, dv = opt.dv;
   const int64_t qk_width = Hk * dk, channels = 2 * qk_width + H * dv;
   Tensor qkv = linear(be, w.qkv, x);  // {channels, n}
@@ -82,7 +131,8 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
   be.gdn_gates(a, b, w.dt_bias, w.a_neg, g, beta);
 
   Tensor conv = be.scratch(DType::F32, {channels, n});
-  be.causal_conv_silu(qkv, w.conv, state.conv, conv);
+  for (const BatchSequence& s : batch.seqs)
+    be.causal_conv_silu(slice_tokens(qkv, s, 1), w.conv, s.seq->layers[layer].conv, slice_tokens(conv, s, 1));
   Tensor q = be.scratch(DType::F32, {qk_width, n});
   Tensor k = be.scratch(DType::F32, {qk_width, n});
   Tensor v = be.scratch(DType::F32, {H * dv, n});
@@ -96,7 +146,9 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
   be.l2_norm(k, 1e-6f, k);
 
   Tensor y = be.scratch(DType::F32, {dv, H, n});
-  be.gated_delta_rule(q, k, v, g, beta, state.delta, y);
+  for (const BatchSequence& s : batch.seqs)
+    be.gated_delta_rule(slice_tokens(q, s, 2), slice_tokens(k, s, 2), slice_tokens(v, s, 2), slice_tokens(g, s, 1),
+                        slice_tokens(beta, s, 1), s.seq->layers[layer].delta, slice_tokens(y, s, 2));
   be.rms_norm_gated(y, w.norm, z.reshape({dv, H, n}), opt.norm_eps, y);
   return linear(be, w.out, y.reshape({dv * H, n}));
 }

@@ -5,19 +5,31 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
+#include "model/model.h"
 #include "runtime/sequence.h"
 
 namespace zinc::blocks {
 
-// Starts a forward pass over tokens at positions [seq.n_past, seq.n_past + n): checks
-// the counts against the context, resets scratch, and uploads the token ids and
+// A forward pass over several sequences' tokens, concatenated: sequence i owns
+// token rows [offset, offset + count). Built by begin_forward, which checks the
+// counts against each context, resets scratch and uploads the token ids and
 // positions (I32 {n} each).
-struct ForwardInputs {
-  Tensor ids, pos;
+struct BatchSequence {
+  SequenceState* seq;
+  int64_t offset, count, n_out;
 };
-ForwardInputs begin_forward(Backend& be, const SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out);
+struct Batch {
+  Tensor ids, pos;
+  int64_t n_tokens = 0, n_out = 0;
+  std::vector<BatchSequence> seqs;
+};
+Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks);
+// The rows of x {d, n_tokens} whose logits are wanted, in chunk order ({d, n_out});
+// advances every sequence's n_past. Call once, after the last layer.
+Tensor finish_forward(Backend& be, const Batch& batch, const Tensor& x);
 
 // y {out, n} = w · x, in fresh scratch.
 Tensor linear(Backend& be, const Tensor& w, const Tensor& x);
@@ -35,9 +47,10 @@ struct AttentionOptions {
   bool output_gate = false;  // q projection holds [query D | gate D] per head; o *= sigmoid(gate)
   float scale = 0;           // 0: 1/sqrt(head_dim)
 };
-// Causal self-attention over the sequence's KV cache; x {d, n} at positions pos (I32 {n}).
-Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, LayerState& state,
-                 const Tensor& x, const Tensor& pos);
+// Causal self-attention, each sequence over its own KV cache (layer `layer` of its
+// state); x {d, n_tokens}.
+Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, const Batch& batch, int layer,
+                 const Tensor& x);
 
 struct GatedDeltaNetWeights {
   Tensor qkv, gate;         // {d, 2·Hk·dk + H·dv}, {d, H·dv} (z)
@@ -52,9 +65,9 @@ struct GatedDeltaNetOptions {
   float norm_eps = 1e-6f;
 };
 // Gated DeltaNet mixer (Qwen3-Next / Qwen3.5): projections, causal conv, gated delta
-// rule with the sequence's state, gated RMSNorm, output projection.
+// rule with each sequence's own state (layer `layer`), gated RMSNorm, output projection.
 Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDeltaNetOptions& opt,
-                       LayerState& state, const Tensor& x);
+                       const Batch& batch, int layer, const Tensor& x);
 
 struct FfnWeights {
   Tensor gate, up, down;    // {d, ff}, {d, ff}, {ff, d}

@@ -17,6 +17,15 @@ namespace zinc {
 
 namespace gguf { class GgufFile; }
 
+// One sequence's part of a batched forward pass: tokens to absorb at positions
+// [seq->n_past, seq->n_past + n), and how many of its last positions want logits
+// (0: none, e.g. a prompt chunk that is not the last).
+struct SequenceChunk {
+  SequenceState* seq = nullptr;
+  std::span<const int32_t> tokens;
+  int64_t n_out = 1;
+};
+
 // Called with intermediate tensors when set (for diffing against an oracle); layer
 // is -1 outside the layers. Costs nothing when unset.
 using TraceFn = std::function<void(const Tensor& t, std::string_view name, int layer)>;
@@ -30,10 +39,19 @@ class Model {
 
   // State for one sequence of up to n_ctx tokens, zeroed.
   virtual SequenceState new_sequence(int64_t n_ctx) = 0;
+  // One pass over several sequences at once (each at most once): every weight is
+  // read once for all their tokens; attention and recurrent state stay per
+  // sequence. Advances each n_past. Returns logits {n_vocab, sum of n_out}, the
+  // chunks' rows in order, in backend scratch memory valid until the next forward;
+  // an empty tensor when no chunk wants logits.
+  virtual Tensor forward_batch(std::span<const SequenceChunk> batch) = 0;
+
   // Absorbs tokens at positions [seq.n_past, seq.n_past + n) and advances n_past.
-  // Returns logits {n_vocab, n_out} for the last n_out tokens, in backend scratch
-  // memory valid until the next forward.
-  virtual Tensor forward(SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out = 1) = 0;
+  // Returns logits {n_vocab, n_out} for the last n_out tokens.
+  Tensor forward(SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out = 1) {
+    const SequenceChunk chunk{&seq, tokens, n_out};
+    return forward_batch(std::span(&chunk, 1));
+  }
 
   void set_trace(TraceFn fn) { trace_fn_ = std::move(fn); }
 

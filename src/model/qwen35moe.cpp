@@ -117,20 +117,17 @@ class Qwen35 final : public Model {
     return s;
   }
 
-  Tensor forward(SequenceState& seq, std::span<const int32_t> tokens, int64_t n_out) override {
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    const auto [ids, pos] = blocks::begin_forward(be_, seq, tokens, n_out);
-
-    Tensor x = be_.scratch(DType::F32, {n_embd_, n});
-    be_.embed(tok_embd_, ids, x);
+  Tensor forward_batch(std::span<const SequenceChunk> chunks) override {
+    const blocks::Batch batch = blocks::begin_forward(be_, chunks);
+    Tensor x = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
+    be_.embed(tok_embd_, batch.ids, x);
     trace(x, "embed");
     blocks::MoeOptions moe_opt{static_cast<int>(n_expert_used_), true};
     for (int il = 0; il < n_layer_; ++il) {
       Layer& L = layers_[il];
-      LayerState& st = seq.layers[il];
       Tensor h = blocks::rms_norm(be_, x, L.attn_norm, eps_);
-      Tensor mix = L.full_attention ? blocks::attention(be_, L.attn, attn_, st, h, pos)
-                                    : blocks::gated_delta_net(be_, L.gdn, gdn_, st, h);
+      Tensor mix = L.full_attention ? blocks::attention(be_, L.attn, attn_, batch, il, h)
+                                    : blocks::gated_delta_net(be_, L.gdn, gdn_, batch, il, h);
       trace(mix, L.full_attention ? "attn_out" : "gdn_out", il);
       x = blocks::add(be_, x, mix);
       h = blocks::rms_norm(be_, x, L.post_attention_norm, eps_);
@@ -139,8 +136,8 @@ class Qwen35 final : public Model {
       x = blocks::add(be_, x, ffn);
       trace(x, "layer_out", il);
     }
-    seq.n_past += n;
-    Tensor last = x.slice(1, n - n_out, n_out);
+    Tensor last = blocks::finish_forward(be_, batch, x);
+    if (last.empty()) return last;
     Tensor h = blocks::rms_norm(be_, last, output_norm_, eps_);
     return blocks::linear(be_, output_, h);
   }

@@ -1,0 +1,334 @@
+// The serving engine (see engine.h).
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <unordered_set>
+
+#include "runtime/prefix_cache.h"
+
+namespace zinc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Log-softmax of the chosen token and the k most likely, from a logits row.
+void fill_logprobs(std::span<const float> logits, int k, TokenEvent& ev) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  const double log_z = max + std::log(sum);
+  ev.logprob = static_cast<float>(logits[ev.token] - log_z);
+  if (k <= 0) return;
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  const size_t top = std::min<size_t>(static_cast<size_t>(k), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(top), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (size_t i = 0; i < top; ++i) ev.top.push_back({ids[i], static_cast<float>(logits[ids[i]] - log_z)});
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  struct Request {
+    uint64_t id = 0;
+    RequestOptions options;
+    RequestCallbacks callbacks;
+    std::unique_ptr<Sampler> sampler;
+    RequestStats stats;
+    Clock::time_point submitted, admitted, first_token;
+  };
+  // One sequence of the batch. `tokens` is what the sequence holds or is about to:
+  // the prompt, then each generated token once it is to be fed back.
+  struct Slot {
+    SequenceState seq;
+    std::unique_ptr<Request> request;  // null: free
+    std::vector<int32_t> tokens;
+    int64_t prompt_len = 0;
+    uint64_t admitted_order = 0;
+    bool prefilling() const { return seq.n_past < prompt_len; }
+  };
+
+  Impl(Model& m, Backend& b, const EngineOptions& o) : model(m), backend(b), options(o) {
+    if (o.n_parallel < 1 || o.n_ctx < 2 || o.prefix_block < 1 || o.max_queue < 0)
+      throw std::invalid_argument("engine: n_parallel, n_ctx, prefix_block and max_queue must be positive");
+    if (o.step_tokens < o.prefix_block + o.n_parallel)
+      throw std::invalid_argument("engine: step_tokens must be at least prefix_block + n_parallel");
+    if (o.prefix_cache_bytes > 0) cache = std::make_unique<PrefixCache>(o.prefix_block, o.prefix_cache_bytes);
+    slots.resize(static_cast<size_t>(o.n_parallel));
+    for (Slot& s : slots) s.seq = model.new_sequence(o.n_ctx);
+    thread = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+  uint64_t submit(RequestOptions request, RequestCallbacks callbacks) {
+    const int64_t n = static_cast<int64_t>(request.prompt.size());
+    if (n == 0) throw std::invalid_argument("the prompt is empty");
+    if (n >= options.n_ctx)
+      throw std::invalid_argument("the prompt has " + std::to_string(n) + " tokens; the context holds " +
+                                  std::to_string(options.n_ctx) + " (prompt and reply together)");
+    for (int32_t t : request.prompt)
+      if (t < 0 || t >= model.n_vocab()) throw std::invalid_argument("token id " + std::to_string(t) + " out of range");
+    if (request.max_tokens < 1) throw std::invalid_argument("max_tokens must be at least 1");
+    if (request.top_logprobs > 20) throw std::invalid_argument("top_logprobs must be at most 20");
+    auto r = std::make_unique<Request>();
+    r->sampler = std::make_unique<Sampler>(request.sampling);
+    r->options = std::move(request);
+    r->callbacks = std::move(callbacks);
+    r->submitted = Clock::now();
+    r->stats.prompt_tokens = n;
+    std::lock_guard lock(mu);
+    if (static_cast<int64_t>(waiting.size()) >= options.max_queue)
+      throw QueueFull("the queue is full (" + std::to_string(options.max_queue) + " requests waiting)");
+    r->id = ++last_id;
+    const uint64_t id = r->id;
+    waiting.push_back(std::move(r));
+    ++metrics.requests_total;
+    metrics.requests_waiting = static_cast<int64_t>(waiting.size());
+    cv.notify_all();
+    return id;
+  }
+
+  void cancel(uint64_t id) {
+    std::lock_guard lock(mu);
+    cancelled.insert(id);
+    cv.notify_all();
+  }
+
+  // ---- the engine thread ---------------------------------------------------------
+  void run() {
+    for (;;) {
+      std::vector<std::unique_ptr<Request>> admitted, dropped;
+      std::unordered_set<uint64_t> cancel_now;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stopping || !cancelled.empty() || has_active() || (!waiting.empty() && has_free()); });
+        if (stopping) break;
+        cancel_now.swap(cancelled);
+        for (auto it = waiting.begin(); it != waiting.end();) {
+          if (cancel_now.count((*it)->id)) {
+            dropped.push_back(std::move(*it));
+            it = waiting.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        for (size_t free = count_free(); free > 0 && !waiting.empty(); --free) {
+          admitted.push_back(std::move(waiting.front()));
+          waiting.pop_front();
+        }
+        metrics.requests_waiting = static_cast<int64_t>(waiting.size());
+      }
+      for (auto& r : dropped) finish_request(*r, FinishReason::Cancelled, "");
+      for (Slot& s : slots)
+        if (s.request && cancel_now.count(s.request->id)) finish(s, FinishReason::Cancelled, "");
+      for (auto& r : admitted) admit(std::move(r));
+      step();
+    }
+    for (Slot& s : slots)
+      if (s.request) finish(s, FinishReason::Cancelled, "");
+    std::deque<std::unique_ptr<Request>> rest;
+    {
+      std::lock_guard lock(mu);
+      rest.swap(waiting);
+    }
+    for (auto& r : rest) finish_request(*r, FinishReason::Cancelled, "");
+  }
+
+  bool has_active() const {
+    return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.request != nullptr; });
+  }
+  size_t count_free() const {
+    return static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.request; }));
+  }
+  bool has_free() const { return count_free() > 0; }
+
+  void admit(std::unique_ptr<Request> r) {
+    Slot& s = *std::find_if(slots.begin(), slots.end(), [](const Slot& x) { return !x.request; });
+    r->admitted = Clock::now();
+    r->stats.queue_seconds = seconds(r->submitted, r->admitted);
+    const auto& prompt = r->options.prompt;
+    s.tokens = prompt;
+    s.prompt_len = static_cast<int64_t>(prompt.size());
+    s.admitted_order = ++admissions;
+    // Leave at least the last prompt token to compute: its logits start the reply.
+    int64_t cached = 0;
+    if (cache) cached = cache->restore(backend, prompt, s.prompt_len - 1, s.seq);
+    else s.seq.reset(backend);
+    r->stats.cached_tokens = cached;
+    for (int32_t t : prompt) r->sampler->accept(t);
+    s.request = std::move(r);
+    std::lock_guard lock(mu);
+    ++metrics.requests_running;
+    metrics.cached_tokens_total += cached;
+  }
+
+  // One forward pass over every active sequence.
+  void step() {
+    std::vector<Slot*> order;
+    for (Slot& s : slots)
+      if (s.request) order.push_back(&s);
+    if (order.empty()) return;
+    // Decoding sequences first (one token each), then prompts in admission order.
+    std::stable_sort(order.begin(), order.end(), [](const Slot* a, const Slot* b) {
+      if (a->prefilling() != b->prefilling()) return !a->prefilling();
+      return a->admitted_order < b->admitted_order;
+    });
+    std::vector<SequenceChunk> chunks;
+    std::vector<Slot*> members;
+    int64_t budget = options.step_tokens;
+    for (Slot* s : order) {
+      const int64_t p = s->seq.n_past;
+      int64_t end = p + 1;
+      if (s->prefilling()) {
+        // A chunk never crosses a block boundary, so every prompt is cut at the same
+        // positions whether or not a prefix was restored: identical arithmetic.
+        const int64_t block = options.prefix_block;
+        end = std::min(s->prompt_len, (p / block + 1) * block);
+      }
+      const int64_t n = end - p;
+      if (n > budget) break;
+      budget -= n;
+      const bool wants_logits = !s->prefilling() || end == s->prompt_len;
+      chunks.push_back({&s->seq, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(p), static_cast<size_t>(n)),
+                        wants_logits ? 1 : 0});
+      members.push_back(s);
+    }
+    const int64_t V = model.n_vocab();
+    int64_t n_out = 0;
+    for (const auto& c : chunks) n_out += c.n_out;
+    try {
+      Tensor logits = model.forward_batch(chunks);
+      host_logits.resize(static_cast<size_t>(n_out * V));
+      if (n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
+    } catch (const std::exception& e) {
+      for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
+      return;
+    }
+    int64_t row = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      Slot& s = *members[i];
+      const int64_t absorbed = s.seq.n_past;
+      if (cache && absorbed % options.prefix_block == 0)
+        cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(absorbed)), s.seq);
+      if (chunks[i].n_out == 0) continue;
+      sample(s, std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V)));
+      ++row;
+    }
+    if (cache) {
+      std::lock_guard lock(mu);
+      metrics.prefix_cache_bytes = cache->bytes();
+      metrics.prefix_cache_entries = cache->entries();
+    }
+  }
+
+  void sample(Slot& s, std::span<float> logits) {
+    Request& r = *s.request;
+    const auto now = Clock::now();
+    if (r.stats.generated_tokens == 0) {
+      r.first_token = now;
+      r.stats.prompt_seconds = seconds(r.admitted, now);
+      std::lock_guard lock(mu);
+      metrics.prompt_tokens_total += r.stats.prompt_tokens;
+      metrics.prompt_seconds_total += r.stats.prompt_seconds;
+    }
+    for (auto& p : r.options.processors) p->process(logits);
+    if (std::none_of(logits.begin(), logits.end(), [](float l) { return l > -std::numeric_limits<float>::infinity(); })) {
+      finish(s, FinishReason::Error, "the constraints allow no next token");
+      return;
+    }
+    TokenEvent ev;
+    ev.token = r.sampler->sample(logits);
+    r.sampler->accept(ev.token);
+    for (auto& p : r.options.processors) p->accept(ev.token);
+    const auto& eog = r.options.eog_ids;
+    if (std::find(eog.begin(), eog.end(), ev.token) != eog.end()) {
+      finish(s, FinishReason::EndOfGeneration, "");
+      return;
+    }
+    if (r.options.top_logprobs >= 0) fill_logprobs(logits, r.options.top_logprobs, ev);
+    ++r.stats.generated_tokens;
+    {
+      std::lock_guard lock(mu);
+      ++metrics.generated_tokens_total;
+    }
+    if (!r.callbacks.on_token(ev)) return finish(s, FinishReason::Stopped, "");
+    if (r.stats.generated_tokens >= r.options.max_tokens || s.seq.n_past >= s.seq.n_ctx)
+      return finish(s, FinishReason::Length, "");
+    s.tokens.push_back(ev.token);
+  }
+
+  void finish(Slot& s, FinishReason reason, const std::string& error) {
+    std::unique_ptr<Request> r = std::move(s.request);
+    {
+      std::lock_guard lock(mu);
+      --metrics.requests_running;
+    }
+    finish_request(*r, reason, error);
+  }
+
+  void finish_request(Request& r, FinishReason reason, const std::string& error) {
+    if (r.stats.generated_tokens > 0) r.stats.generation_seconds = seconds(r.first_token, Clock::now());
+    {
+      std::lock_guard lock(mu);
+      metrics.generation_seconds_total += r.stats.generation_seconds;
+    }
+    if (r.callbacks.on_finish) r.callbacks.on_finish(reason, r.stats, error);
+  }
+
+  Model& model;
+  Backend& backend;
+  const EngineOptions options;
+  std::unique_ptr<PrefixCache> cache;
+  std::vector<Slot> slots;
+  std::vector<float> host_logits;
+  uint64_t admissions = 0;
+
+  mutable std::mutex mu;  // guards what the callers' threads touch: below
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Request>> waiting;
+  std::unordered_set<uint64_t> cancelled;
+  EngineMetrics metrics;
+  uint64_t last_id = 0;
+  bool stopping = false;
+  std::thread thread;  // last: starts after everything above exists
+};
+
+Engine::Engine(Model& model, Backend& backend, const EngineOptions& options)
+    : impl_(std::make_unique<Impl>(model, backend, options)) {}
+Engine::~Engine() = default;
+
+uint64_t Engine::submit(RequestOptions request, RequestCallbacks callbacks) {
+  return impl_->submit(std::move(request), std::move(callbacks));
+}
+void Engine::cancel(uint64_t id) { impl_->cancel(id); }
+EngineMetrics Engine::metrics() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->metrics;
+}
+const EngineOptions& Engine::options() const { return impl_->options; }
+const Model& Engine::model() const { return impl_->model; }
+
+}  // namespace zinc

@@ -1,0 +1,143 @@
+// The serving engine: many requests at once over one model (continuous batching).
+//
+// One engine thread owns the model and the backend. Each step it admits waiting
+// requests into free slots (a slot is one SequenceState of n_ctx positions), then
+// runs ONE forward pass over a batch made of every decoding sequence's next token
+// plus prompt chunks of sequences still prefilling (up to step_tokens in all), so
+// each weight is read once per step for all of them. It samples each sequence's
+// next token with that request's own sampler (own seed, own history), so a request's
+// output does not depend on what else runs beside it.
+//
+// Prefix reuse: prompts are absorbed in blocks of prefix_block tokens aligned to
+// position 0; at each block end the engine snapshots the sequence state (KV rows
+// and recurrent states) into the PrefixCache. A new request starts from the
+// longest cached block prefix of its prompt and prefills only the rest. Chunks
+// always end on block boundaries, so a resumed prompt runs the same computation as
+// a fresh one and outputs are identical with the cache on or off.
+//
+// Callbacks run on the engine thread: they must return quickly (hand the event to
+// the connection's thread) and must not call back into the engine except cancel().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+
+namespace zinc {
+
+// A per-request hook on the next-token logits, run before the sampler chain (and
+// before logprobs): grammar masks, forced tokens. Implementations that need the
+// vocabulary's text live outside the core (text/, server/).
+class LogitsProcessor {
+ public:
+  virtual ~LogitsProcessor() = default;
+  // Sets the logits of tokens that may not come next to -infinity. Leaving exactly
+  // one finite logit forces that token.
+  virtual void process(std::span<float> logits) = 0;
+  // The token chosen for this step.
+  virtual void accept(int32_t token) = 0;
+};
+
+struct RequestOptions {
+  std::vector<int32_t> prompt;  // at least one token; prompt.size() < n_ctx
+  SamplerParams sampling;
+  int64_t max_tokens = 256;     // capped by the context left
+  std::vector<int32_t> eog_ids; // sampling one ends the request; it is not streamed
+  int top_logprobs = -1;        // -1: no logprobs; 0: the chosen token's; k (<= 20): and the k most likely
+  std::vector<std::unique_ptr<LogitsProcessor>> processors;  // applied in order
+};
+
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+};
+
+struct TokenEvent {
+  int32_t token;
+  // When requested: log-softmax of the logits after the processors and before the
+  // sampler chain (the model's own distribution, at temperature 1).
+  float logprob = 0;
+  std::vector<TokenLogprob> top;  // most likely first
+};
+
+enum class FinishReason {
+  EndOfGeneration,  // an eog token was sampled
+  Length,           // max_tokens, or the context is full
+  Stopped,          // on_token returned false (stop string, client gone)
+  Cancelled,        // cancel(), or the engine shut down
+  Error,            // the forward pass threw; the message says why
+};
+
+struct RequestStats {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;     // prompt tokens restored from the prefix cache
+  int64_t generated_tokens = 0;  // tokens streamed
+  double queue_seconds = 0;      // submit to admission
+  double prompt_seconds = 0;     // admission to the first token's logits
+  double generation_seconds = 0; // first token to finish
+};
+
+struct RequestCallbacks {
+  // Each generated token, in order; false ends the request with Stopped.
+  std::function<bool(const TokenEvent&)> on_token;
+  // Exactly once, last. `error` is empty unless reason is Error.
+  std::function<void(FinishReason reason, const RequestStats& stats, const std::string& error)> on_finish;
+};
+
+struct EngineOptions {
+  int n_parallel = 4;          // sequences in flight (slots)
+  int64_t n_ctx = 4096;        // positions per sequence
+  int64_t max_queue = 64;      // requests waiting for a slot; one more is refused
+  int64_t step_tokens = 512;   // tokens per forward step, decode and prefill together
+  int64_t prefix_block = 256;  // prefix-cache granularity and prefill chunk alignment
+  size_t prefix_cache_bytes = size_t{1} << 30;  // 0: no prefix cache
+};
+
+struct EngineMetrics {
+  int64_t requests_total = 0, requests_running = 0, requests_waiting = 0;
+  int64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
+  double prompt_seconds_total = 0, generation_seconds_total = 0;
+  size_t prefix_cache_bytes = 0;
+  int64_t prefix_cache_entries = 0;
+};
+
+// submit() when max_queue requests already wait.
+class QueueFull : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Engine {
+ public:
+  // The model and backend must outlive the engine; nothing else may use them meanwhile.
+  Engine(Model& model, Backend& backend, const EngineOptions& options);
+  ~Engine();  // cancels every request (their on_finish runs) and joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its id. Throws std::invalid_argument for an empty
+  // prompt, a token id out of range or a prompt that leaves no room in n_ctx, and
+  // QueueFull when the queue is full. Thread-safe.
+  uint64_t submit(RequestOptions request, RequestCallbacks callbacks);
+  // Ends a request at the next step (on_finish gets Cancelled). Unknown or finished
+  // ids are ignored. Thread-safe; may be called from a callback.
+  void cancel(uint64_t id);
+
+  EngineMetrics metrics() const;
+  const EngineOptions& options() const;
+  const Model& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zinc
