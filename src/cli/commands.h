@@ -10,6 +10,7 @@ void add_inspect_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_bench_command(CLI::App& app);  // throughput, llama-bench style
+void add_batched_bench_command(CLI::App& app);  // serving throughput, N sequences at once
 #ifdef ZINC_WITH_CUDA
 void add_gpu_check_command(CLI::App& app);  // the CUDA backend against the CPU one
 #endif

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   zinc::cli::add_synth_command(app);
   zinc::cli::add_logits_command(app);
   zinc::cli::add_bench_command(app);
+  zinc::cli::add_batched_bench_command(app);
 #ifdef ZINC_WITH_CUDA
   zinc::cli::add_gpu_check_command(app);
 #endif
