@@ -5,11 +5,17 @@
 // N in one forward pass per step. Reported: prompt tokens/s (submission to the
 // last first token) and aggregate generation tokens/s (from the last first token,
 // when all N are decoding, to the end).
+//
+// With --turn N it instead measures prefix reuse: a first chat turn of N prompt
+// tokens, then a second turn whose prompt is the first prompt, the reply and 50
+// new tokens; it prints both times to first token, with the prefix cache and
+// without it.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -98,6 +104,68 @@ Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_
   return r;
 }
 
+// Seconds from submission to the first token, and the prompt tokens restored.
+struct FirstToken {
+  double seconds = 0;
+  int64_t cached = 0;
+  std::vector<int32_t> reply;
+};
+
+FirstToken first_token(Engine& engine, std::vector<int32_t> prompt, int64_t n_gen) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  FirstToken out;
+  std::optional<Clock::time_point> first;
+  RequestOptions r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.max_tokens = n_gen;
+  const auto t0 = Clock::now();
+  engine.submit(std::move(r), {[&](const TokenEvent& ev) {
+                                 std::lock_guard lock(mu);
+                                 if (!first) first = Clock::now();
+                                 out.reply.push_back(ev.token);
+                                 return true;
+                               },
+                               [&](FinishReason, const RequestStats& stats, const std::string&) {
+                                 std::lock_guard lock(mu);
+                                 out.cached = stats.cached_tokens;
+                                 done = true;
+                                 cv.notify_all();
+                               }});
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (!first) throw std::runtime_error("batched-bench: no token generated");
+  out.seconds = std::chrono::duration<double>(*first - t0).count();
+  return out;
+}
+
+void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
+  std::vector<int32_t> turn1(static_cast<size_t>(n_turn));
+  for (auto& t : turn1) t = pick(rng);
+  std::printf("| prefix cache | turn 1: %lld prompt tokens, ms to first token | turn 2: prompt tokens (restored) | "
+              "turn 2: ms to first token |\n|---|---|---|---|\n",
+              static_cast<long long>(n_turn));
+  for (bool cache : {false, true}) {
+    EngineOptions opt;
+    opt.n_parallel = 1;
+    opt.n_ctx = n_turn + 2 * n_gen + 64;
+    opt.prefix_cache_bytes = cache ? (size_t{16} << 30) : 0;
+    Engine engine(model, backend, opt);
+    const FirstToken a = first_token(engine, turn1, n_gen);
+    std::vector<int32_t> turn2 = turn1;
+    turn2.insert(turn2.end(), a.reply.begin(), a.reply.end());
+    for (int i = 0; i < 50; ++i) turn2.push_back(pick(rng));
+    const FirstToken b = first_token(engine, turn2, n_gen);
+    std::printf("| %s | %.1f | %zu (%lld) | %.1f |\n", cache ? "on" : "off", a.seconds * 1e3, turn2.size(),
+                static_cast<long long>(b.cached), b.seconds * 1e3);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 void add_batched_bench_command(CLI::App& app) {
@@ -105,6 +173,7 @@ void add_batched_bench_command(CLI::App& app) {
     std::string model, parallel = "1,8,32", backend = "auto";
     int64_t prompt = 512, gen = 128;
     int reps = 2, threads = 0;
+    int64_t turn = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("batched-bench", "Measure serving throughput with N sequences at once");
@@ -115,12 +184,14 @@ void add_batched_bench_command(CLI::App& app) {
   cmd->add_option("-r,--repetitions", args->reps, "Timed repetitions (after one warm-up)")->capture_default_str();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
+  cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");
     const std::vector<int> counts = parse_counts(args->parallel);
     auto file = gguf::GgufFile::open(args->model);
     auto backend = make_backend(args->backend, args->threads);
     auto model = load_model(*file, *backend);
+    if (args->turn > 0) return prefix_reuse(*model, *backend, args->turn, args->gen);
     std::printf("model: %s (%s) on %s; prompts of %lld tokens, %lld generated each\n\n", args->model.c_str(),
                 std::string(model->arch()).c_str(), backend->name().c_str(), static_cast<long long>(args->prompt),
                 static_cast<long long>(args->gen));
