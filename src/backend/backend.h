@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "backend/tensor.h"
@@ -106,6 +107,24 @@ class Backend {
 
   // ids (I32 {n}) = argmax per row of logits {V, n}.
   virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+
+  // ---- fused ops: each is exactly the composition its comment names (the CPU
+  // backend runs that); a device backend saves launches and memory round trips.
+  // y[i] = matmul(w[i], x, y[i]) for every i: several projections of one input.
+  virtual void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) = 0;
+  // sum = add(a, b) (sum may alias a or b), then y = rms_norm(sum, w, eps).
+  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w, float eps, const Tensor& sum,
+                            const Tensor& y) = 0;
+  // The Gated DeltaNet input stage: c = causal_conv_silu(qkv {2·Hk·dk + H·dv, n},
+  // conv_w, conv_state); q, k {dk, Hk, n} = c's first two Hk·dk columns, each head
+  // l2_norm'ed with l2_eps; v {dv, H, n} = the rest; g, beta = gdn_gates(a, b, ...).
+  virtual void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                           const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
+                           const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) = 0;
+  // A gated shared expert added into y {d, n}: y += sigmoid(gate_logit) · down(swiglu(g, u))
+  // with g, u {ff, n}, down {ff, d}, gate_logit {1, n} (or null: no gate).
+  virtual void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
+                                 const Tensor& y) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);  // 0: all cores

@@ -8,11 +8,15 @@
 // time per token, against the GPU's peak when on CUDA.
 //
 // Timing is host wall clock around whole runs that end in a device read, so it
-// includes every launch and synchronisation a real generation loop pays. For
+// includes every launch and synchronisation a real generation loop pays. With
+// --profile (CUDA) every op runs eagerly between two events, and after each ppN
+// test one more prompt is run and its GPU time printed per phase of the forward
+// pass (ops mapped to phases by op and weight name). For
 // speed only, each repetition rewinds the sequence to depth d (the recurrent state
 // is not restored; the work per token does not depend on its values).
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -63,6 +67,48 @@ double weight_bytes_per_token(const gguf::GgufFile& f) {
   }
   return bytes;
 }
+
+#ifdef ZINC_WITH_CUDA
+// The phase of a forward pass an op belongs to: projections by their weight's name
+// (GGUF tensor names), everything else by the op.
+std::string phase_of(const CudaOpTime& t) {
+  auto weight_has = [&](const char* s) { return t.weight.find(s) != std::string::npos; };
+  auto op_is = [&](std::initializer_list<const char*> ops) {
+    return std::any_of(ops.begin(), ops.end(), [&](const char* o) { return t.op == o; });
+  };
+  if (op_is({"matmul", "matmul_many", "moe_ffn", "shared_expert_add", "embed"})) {
+    if (weight_has("_exps")) return "routed experts";
+    if (weight_has("ffn_gate_inp.")) return "router + shared expert gate/up";
+    if (weight_has("_shexp")) return "shared expert";
+    if (weight_has("attn_qkv") || weight_has("attn_gate") || weight_has("ssm_")) return "GDN projections";
+    if (weight_has("attn_")) return "attention projections";
+    if (weight_has("ffn_")) return "dense FFN";
+    if (weight_has("output.")) return "LM head";
+    if (weight_has("token_embd")) return "embed";
+    return "other matmul";
+  }
+  if (op_is({"delta_rule"})) return "GDN scan (delta rule)";
+  if (op_is({"gdn_prepare", "causal_conv", "gdn_gates"})) return "GDN conv + gates";
+  if (op_is({"attention", "kv_store", "rope"})) return "attention (rope, cache, scores)";
+  if (op_is({"moe_route"})) return "router top-k";
+  return "norms + element-wise";
+}
+
+void print_profile(const std::vector<CudaOpTime>& ops, double wall_s) {
+  std::map<std::string, std::pair<double, int>> phases;  // ms, ops
+  double total = 0;
+  for (const auto& t : ops) {
+    auto& p = phases[phase_of(t)];
+    p.first += t.ms, ++p.second, total += t.ms;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(phases.begin(), phases.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("\n| phase | ops | GPU ms | %% of GPU time |\n|---|---|---|---|\n");
+  for (const auto& [name, v] : rows)
+    std::printf("| %s | %d | %.3f | %.1f%% |\n", name.c_str(), v.second, v.first, 100.0 * v.first / total);
+  std::printf("| total (wall %.3f ms) | %zu | %.3f | 100%% |\n\n", wall_s * 1e3, ops.size(), total);
+}
+#endif
 
 struct Stats {
   double mean = 0, std = 0;
@@ -132,32 +178,39 @@ class Runner {
 
 void add_bench_command(CLI::App& app) {
   struct Args {
-    std::string model, depths = "0", backend = "auto";
-    int64_t prompt = 512, gen = 128;
+    std::string model, depths = "0", backend = "auto", prompts = "512";
+    int64_t gen = 128;
     int reps = 3, threads = 0;
-    bool no_graphs = false;
+    bool no_graphs = false, profile = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt and generation throughput (llama-bench style)");
   cmd->add_option("-m,--model", args->model, "GGUF model")->required();
-  cmd->add_option("-p,--n-prompt", args->prompt, "Prompt tokens per pp test (0: none)")->capture_default_str();
+  cmd->add_option("-p,--n-prompt", args->prompts, "Comma-separated prompt sizes, one pp test each (0: none)")
+      ->capture_default_str();
   cmd->add_option("-n,--n-gen", args->gen, "Generated tokens per tg test (0: none)")->capture_default_str();
   cmd->add_option("-d,--depth", args->depths, "Comma-separated context depths")->capture_default_str();
   cmd->add_option("-r,--repetitions", args->reps, "Timed repetitions (after two warm-ups)")->capture_default_str();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
   cmd->add_flag("--no-graphs", args->no_graphs, "CUDA: run every forward eagerly, without graph replay");
+  cmd->add_flag("--profile", args->profile,
+                "CUDA: time every op (eagerly) and print GPU time per phase of one more prompt per pp test");
   cmd->callback([args] {
     if (args->reps < 1) throw std::invalid_argument("bench: -r must be at least 1");
-    const std::vector<int64_t> depths = parse_list(args->depths);
+    const std::vector<int64_t> depths = parse_list(args->depths), prompts = parse_list(args->prompts);
     auto file = gguf::GgufFile::open(args->model);
     std::unique_ptr<Backend> backend;
 #ifdef ZINC_WITH_CUDA
-    if (args->no_graphs && (args->backend == "cuda" || (args->backend == "auto" && cuda_available())))
-      backend = make_cuda_backend(CudaOptions{0, false});
+    if ((args->no_graphs || args->profile) &&
+        (args->backend == "cuda" || (args->backend == "auto" && cuda_available())))
+      backend = make_cuda_backend(CudaOptions{0, false, args->profile});
 #endif
+    if (args->profile && !backend) throw std::invalid_argument("bench: --profile needs the CUDA backend");
     if (!backend) backend = make_backend(args->backend, args->threads);
-    const std::string label = backend->name() + (args->no_graphs && backend->name() == "cuda" ? " (no graphs)" : "");
+    const std::string label = backend->name() + (args->profile ? " (profiled)"
+                                                 : args->no_graphs && backend->name() == "cuda" ? " (no graphs)"
+                                                                                                  : "");
     const auto t0 = std::chrono::steady_clock::now();
     auto model = load_model(*file, *backend);
     backend->sync();
@@ -182,7 +235,8 @@ void add_bench_command(CLI::App& app) {
     std::fflush(stdout);
 
     const int64_t max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
-    Runner runner(*model, *backend, max_depth + std::max(args->prompt, args->gen) + 1);
+    const int64_t max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
+    Runner runner(*model, *backend, max_depth + std::max(max_prompt, args->gen) + 1);
     int64_t filled = 0;
     for (int64_t depth : depths) {
       if (depth > filled) {
@@ -212,8 +266,19 @@ void add_bench_command(CLI::App& app) {
         std::printf("\n");
         std::fflush(stdout);
       };
-      if (args->prompt > 0)
-        run("pp" + std::to_string(args->prompt), args->prompt, [&](int64_t n) { return runner.prompt(n); }, false);
+      for (int64_t prompt : prompts) {
+        if (prompt <= 0) continue;
+        run("pp" + std::to_string(prompt), prompt, [&](int64_t n) { return runner.prompt(n); }, false);
+#ifdef ZINC_WITH_CUDA
+        if (args->profile) {
+          cuda_take_profile(*backend);  // drop the timed runs' records
+          runner.rewind(depth);
+          const double wall = runner.prompt(prompt);
+          std::printf("GPU time per phase of one pp%lld%s:", static_cast<long long>(prompt), at.c_str());
+          print_profile(cuda_take_profile(*backend), wall);
+        }
+#endif
+      }
       if (args->gen > 0)
         run("tg" + std::to_string(args->gen), args->gen, [&](int64_t n) { return runner.generate(n); }, true);
     }

@@ -84,12 +84,26 @@ Tensor add(Backend& be, const Tensor& a, const Tensor& b) {
   return y;
 }
 
+std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x) {
+  std::vector<Tensor> y;
+  for (const Tensor& wi : w) y.push_back(be.scratch(DType::F32, {wi.ne[1], x.rows()}));
+  be.matmul_many(w, x, y);
+  return y;
+}
+
+Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps) {
+  Tensor y = be.scratch(DType::F32, {x.ne[0], x.ne[1], x.ne[2], x.ne[3]});
+  be.add_rms_norm(x, b, w, eps, x, y);
+  return y;
+}
+
 Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, const Batch& batch, int layer,
                  const Tensor& x) {
   const Tensor& pos = batch.pos;
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   Tensor q, gate;
-  Tensor qp = linear(be, w.q, x);
+  const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
+  const Tensor& qp = proj[0];
   if (opt.output_gate) {
     // {2D, Hq·n}: each head's query then its gate.
     Tensor both = qp.reshape({2 * D, Hq * n});
@@ -100,8 +114,8 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
   } else {
     q = qp.reshape({D, Hq, n});
   }
-  Tensor k = linear(be, w.k, x).reshape({D, Hkv, n});
-  Tensor v = linear(be, w.v, x).reshape({D, Hkv, n});
+  Tensor k = proj[1].reshape({D, Hkv, n});
+  Tensor v = proj[2].reshape({D, Hkv, n});
   if (!w.q_norm.empty()) be.rms_norm(q, &w.q_norm, opt.norm_eps, q);
   if (!w.k_norm.empty()) be.rms_norm(k, &w.k_norm, opt.norm_eps, k);
   be.rope(q, pos, opt.rope);
@@ -121,29 +135,18 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
 Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDeltaNetOptions& opt,
                        const Batch& batch, int layer, const Tensor& x) {
   const int64_t n = x.rows(), Hk = opt.n_k_heads, H = opt.n_v_heads, dk = opt.dk, dv = opt.dv;
-  const int64_t qk_width = Hk * dk, channels = 2 * qk_width + H * dv;
-  Tensor qkv = linear(be, w.qkv, x);  // {channels, n}
-  Tensor z = linear(be, w.gate, x);   // {H·dv, n}
-  Tensor a = linear(be, w.alpha, x);  // {H, n}
-  Tensor b = linear(be, w.beta, x);   // {H, n}
+  const std::vector<Tensor> proj = linear_many(be, {w.qkv, w.gate, w.alpha, w.beta}, x);
+  // qkv {2·Hk·dk + H·dv, n}, z {H·dv, n}, a and b {H, n}.
+  const Tensor &qkv = proj[0], &z = proj[1], &a = proj[2], &b = proj[3];
   Tensor g = be.scratch(DType::F32, {H, n});
   Tensor beta = be.scratch(DType::F32, {H, n});
-  be.gdn_gates(a, b, w.dt_bias, w.a_neg, g, beta);
-
-  Tensor conv = be.scratch(DType::F32, {channels, n});
+  Tensor q = be.scratch(DType::F32, {dk, Hk, n});
+  Tensor k = be.scratch(DType::F32, {dk, Hk, n});
+  Tensor v = be.scratch(DType::F32, {dv, H, n});
   for (const BatchSequence& s : batch.seqs)
-    be.causal_conv_silu(slice_tokens(qkv, s, 1), w.conv, s.seq->layers[layer].conv, slice_tokens(conv, s, 1));
-  Tensor q = be.scratch(DType::F32, {qk_width, n});
-  Tensor k = be.scratch(DType::F32, {qk_width, n});
-  Tensor v = be.scratch(DType::F32, {H * dv, n});
-  be.slice_cols(conv, 0, qk_width, q);
-  be.slice_cols(conv, qk_width, qk_width, k);
-  be.slice_cols(conv, 2 * qk_width, H * dv, v);
-  q = q.reshape({dk, Hk, n});
-  k = k.reshape({dk, Hk, n});
-  v = v.reshape({dv, H, n});
-  be.l2_norm(q, 1e-6f, q);
-  be.l2_norm(k, 1e-6f, k);
+    be.gdn_prepare(slice_tokens(qkv, s, 1), w.conv, s.seq->layers[layer].conv, slice_tokens(a, s, 1),
+                   slice_tokens(b, s, 1), w.dt_bias, w.a_neg, 1e-6f, slice_tokens(q, s, 2), slice_tokens(k, s, 2),
+                   slice_tokens(v, s, 2), slice_tokens(g, s, 1), slice_tokens(beta, s, 1));
 
   Tensor y = be.scratch(DType::F32, {dv, H, n});
   for (const BatchSequence& s : batch.seqs)
@@ -162,17 +165,19 @@ Tensor swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x) {
 
 Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x) {
   const int64_t n = x.rows();
-  Tensor logits = linear(be, w.router, x);  // {E, n}
+  // The router and the shared expert's gate, up and gate logit read x in one call.
+  const bool shared = !w.shared.gate.empty(), gated = shared && !w.shared_gate.empty();
+  std::vector<Tensor> ws{w.router};
+  if (shared) ws.insert(ws.end(), {w.shared.gate, w.shared.up});
+  if (gated) ws.push_back(w.shared_gate);
+  const std::vector<Tensor> proj = linear_many(be, ws, x);
+  const Tensor& logits = proj[0];  // {E, n}
   Tensor ids = be.scratch(DType::I32, {opt.n_used, n});
   Tensor weights = be.scratch(DType::F32, {opt.n_used, n});
   be.moe_route(logits, opt.n_used, opt.renormalize, ids, weights);
   Tensor y = be.scratch(DType::F32, {x.ne[0], n});
   be.moe_ffn(x, w.gate_exps, w.up_exps, w.down_exps, ids, weights, y);
-  if (!w.shared.gate.empty()) {
-    Tensor s = swiglu_ffn(be, w.shared, x);
-    if (!w.shared_gate.empty()) be.mul_sigmoid(s, linear(be, w.shared_gate, x), s);
-    be.add(y, s, y);
-  }
+  if (shared) be.shared_expert_add(proj[1], proj[2], w.shared.down, gated ? &proj[3] : nullptr, y);
   return y;
 }
 

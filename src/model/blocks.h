@@ -35,6 +35,11 @@ Tensor finish_forward(Backend& be, const Batch& batch, const Tensor& x);
 Tensor linear(Backend& be, const Tensor& w, const Tensor& x);
 Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps);
 Tensor add(Backend& be, const Tensor& a, const Tensor& b);
+// y[i] {w[i].ne[1], n} = w[i] · x for each weight, in one backend call (one launch on a GPU).
+std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x);
+// The residual add fused with the norm that follows it: x += b in place, returns
+// rms_norm(x, w) in fresh scratch.
+Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps);
 
 struct AttentionWeights {
   Tensor q, k, v, o;        // q {d, Hq·D (·2 when gated)}, k/v {d, Hkv·D}, o {Hq·D, d}

@@ -123,23 +123,22 @@ class Qwen35 final : public Model {
     be_.embed(tok_embd_, batch.ids, x);
     trace(x, "embed");
     blocks::MoeOptions moe_opt{static_cast<int>(n_expert_used_), true};
+    // Each residual add is fused with the norm after it (the next layer's, or the output norm).
+    Tensor h = blocks::rms_norm(be_, x, layers_[0].attn_norm, eps_);
     for (int il = 0; il < n_layer_; ++il) {
       Layer& L = layers_[il];
-      Tensor h = blocks::rms_norm(be_, x, L.attn_norm, eps_);
       Tensor mix = L.full_attention ? blocks::attention(be_, L.attn, attn_, batch, il, h)
                                     : blocks::gated_delta_net(be_, L.gdn, gdn_, batch, il, h);
       trace(mix, L.full_attention ? "attn_out" : "gdn_out", il);
-      x = blocks::add(be_, x, mix);
-      h = blocks::rms_norm(be_, x, L.post_attention_norm, eps_);
+      h = blocks::add_rms_norm(be_, x, mix, L.post_attention_norm, eps_);
       Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, h) : blocks::swiglu_ffn(be_, L.ffn, h);
       trace(ffn, "ffn_out", il);
-      x = blocks::add(be_, x, ffn);
+      h = blocks::add_rms_norm(be_, x, ffn, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_);
       trace(x, "layer_out", il);
     }
-    Tensor last = blocks::finish_forward(be_, batch, x);
+    Tensor last = blocks::finish_forward(be_, batch, h);
     if (last.empty()) return last;
-    Tensor h = blocks::rms_norm(be_, last, output_norm_, eps_);
-    return blocks::linear(be_, output_, h);
+    return blocks::linear(be_, output_, last);
   }
 
  private:

@@ -44,6 +44,7 @@ struct Options {
   std::string preset = "tiny";
   std::optional<int64_t> layers, experts;
   std::optional<DType> type;  // every weight matrix in this type
+  std::optional<int64_t> vocab;  // vocabulary size (to match a real tokenizer)
 };
 
 // Throws for an unknown arch or preset.

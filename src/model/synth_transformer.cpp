@@ -29,6 +29,7 @@ struct Types {
 ModelSpec transformer_spec(const std::string& arch, const std::string& preset, Shape s, Types ty,
                            const Options& opt) {
   if (opt.layers) s.layers = *opt.layers;
+  if (opt.vocab) s.vocab = *opt.vocab;
   if (opt.experts) s.experts = *opt.experts;
   if (s.layers < 1 || s.experts < s.used)
     throw std::invalid_argument("synth: need layers >= 1 and experts >= " + std::to_string(s.used));

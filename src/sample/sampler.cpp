@@ -31,6 +31,40 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> recent, f
   }
 }
 
+void apply_dry(std::span<float> logits, std::span<const int32_t> history, float multiplier, float base,
+               int allowed_length, std::span<const int32_t> breakers) {
+  const size_t n = history.size();
+  if (multiplier == 0 || n < 2) return;
+  auto is_breaker = [&](int32_t t) { return std::find(breakers.begin(), breakers.end(), t) != breakers.end(); };
+  // A repeat may not span a breaker: only the last `span` tokens can be matched.
+  size_t span = 0;
+  while (span < n && !is_breaker(history[n - 1 - span])) ++span;
+  if (span == 0) return;
+  // Z-function of the reversed history: z[k] is how many tokens end both at the
+  // last position and at position n-1-k, so one O(n) pass finds every repeat.
+  std::vector<int32_t> r(history.rbegin(), history.rend());
+  std::vector<size_t> z(n, 0);
+  for (size_t k = 1, left = 0, right = 0; k < n; ++k) {
+    if (k < right) z[k] = std::min(right - k, z[k - left]);
+    while (k + z[k] < n && r[z[k]] == r[k + z[k]]) ++z[k];
+    if (k + z[k] > right) left = k, right = k + z[k];
+  }
+  std::unordered_map<int32_t, size_t> longest;  // candidate -> its longest repeat
+  for (size_t k = 1; k < n; ++k) {
+    const size_t match = std::min(z[k], span);
+    if (match == 0 || match < static_cast<size_t>(std::max(allowed_length, 0))) continue;
+    const int32_t next = history[n - k];  // the token that followed the earlier copy
+    if (next < 0 || static_cast<size_t>(next) >= logits.size() || is_breaker(next)) continue;
+    size_t& best = longest[next];
+    best = std::max(best, match);
+  }
+  for (const auto& [token, match] : longest) {
+    const double exponent = static_cast<double>(match) - allowed_length;
+    const double penalty = std::min(multiplier * std::pow(static_cast<double>(base), exponent), 1e30);
+    logits[token] -= static_cast<float>(penalty);
+  }
+}
+
 int32_t argmax(std::span<const float> logits) {
   if (logits.empty()) throw std::invalid_argument("argmax: empty logits");
   // max_element returns the first of equal maxima: the lowest id.
@@ -104,6 +138,9 @@ Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.see
   if (params_.repeat_penalty <= 0) throw std::invalid_argument("repeat penalty must be > 0");
   if (params_.top_p <= 0) throw std::invalid_argument("top-p must be > 0");
   if (params_.min_p >= 1) throw std::invalid_argument("min-p must be < 1");
+  if (params_.dry_multiplier < 0) throw std::invalid_argument("DRY multiplier must be >= 0");
+  if (params_.dry_multiplier != 0 && params_.dry_base < 1) throw std::invalid_argument("DRY base must be >= 1");
+  if (params_.dry_penalty_last_n < -1) throw std::invalid_argument("DRY last-n must be >= -1");
 }
 
 bool Sampler::uses_penalties() const {
@@ -112,6 +149,11 @@ bool Sampler::uses_penalties() const {
 }
 
 void Sampler::accept(int32_t token) {
+  if (uses_dry()) {
+    dry_history_.push_back(token);
+    if (params_.dry_penalty_last_n > 0)
+      while (dry_history_.size() > static_cast<size_t>(params_.dry_penalty_last_n)) dry_history_.pop_front();
+  }
   if (params_.penalty_last_n <= 0) return;
   recent_.push_back(token);
   while (recent_.size() > static_cast<size_t>(params_.penalty_last_n)) recent_.pop_front();
@@ -124,12 +166,19 @@ double Sampler::next_uniform() {
 int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) throw std::invalid_argument("sample: empty logits row");
   std::span<const float> row = logits;
-  if (uses_penalties()) {
+  if (uses_dry() || uses_penalties()) {
     penalised_.assign(logits.begin(), logits.end());
+    row = penalised_;
+  }
+  if (uses_dry()) {
+    dry_buffer_.assign(dry_history_.begin(), dry_history_.end());
+    apply_dry(penalised_, dry_buffer_, params_.dry_multiplier, params_.dry_base, params_.dry_allowed_length,
+              params_.dry_breakers);
+  }
+  if (uses_penalties()) {
     recent_buffer_.assign(recent_.begin(), recent_.end());
     apply_penalties(penalised_, recent_buffer_, params_.repeat_penalty, params_.frequency_penalty,
                     params_.presence_penalty);
-    row = penalised_;
   }
   if (params_.temperature <= 0) return argmax(row);
 

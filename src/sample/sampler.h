@@ -1,9 +1,12 @@
 // The sampler chain: turns one row of next-token logits into a token id.
 //
 // Order, fixed and documented because it changes the result:
-//   1. penalties over the last `penalty_last_n` accepted tokens: repetition
-//      (positive logits divided by it, negative ones multiplied), then frequency
-//      (times the token's count) and presence (once) subtracted;
+//   1. penalties: first DRY over the last `dry_penalty_last_n` accepted tokens (a
+//      token that would extend a repeat of n >= dry_allowed_length tokens loses
+//      dry_multiplier * dry_base^(n - dry_allowed_length)); then, over the last
+//      `penalty_last_n`, repetition (positive logits divided by it, negative ones
+//      multiplied), then frequency (times the token's count) and presence (once)
+//      subtracted;
 //   2. temperature <= 0: greedy argmax of the penalised logits (lowest id on ties);
 //   3. truncation on the penalised logits at temperature 1: top-k, then top-p
 //      (smallest prefix of the sorted candidates whose probability reaches p), then
@@ -30,6 +33,12 @@ struct SamplerParams {
   float frequency_penalty = 0;   // 0: off
   float presence_penalty = 0;    // 0: off
   int penalty_last_n = 64;       // how many recent tokens the penalties look at
+  // DRY ("don't repeat yourself"): penalises continuing a sequence seen before.
+  float dry_multiplier = 0;      // 0: off
+  float dry_base = 1.75f;
+  int dry_allowed_length = 2;    // repeats shorter than this cost nothing
+  int dry_penalty_last_n = -1;   // how many recent tokens DRY looks at; -1: all of them, 0: off
+  std::vector<int32_t> dry_breakers;  // tokens a repeat may not span (newline, ':', '"', '*')
   uint64_t seed = 0;
 };
 
@@ -42,6 +51,13 @@ struct Candidate {
 // In place on a full logits row; `recent` holds the tokens to penalise (repeats count).
 void apply_penalties(std::span<float> logits, std::span<const int32_t> recent, float repeat_penalty,
                      float frequency_penalty, float presence_penalty);
+// In place on a full logits row; `history` holds the tokens seen, oldest first. For
+// each earlier occurrence of the history's last n tokens (n as long as it matches,
+// no breaker among them), the token that followed it, unless a breaker, loses
+// multiplier * base^(n - allowed_length) when n >= allowed_length, using its
+// longest such n (capped so the logit stays finite).
+void apply_dry(std::span<float> logits, std::span<const int32_t> history, float multiplier, float base,
+               int allowed_length, std::span<const int32_t> breakers);
 // Index of the largest logit, the lowest on ties.
 int32_t argmax(std::span<const float> logits);
 // Each keeps the candidates sorted by logit, highest first (sorting them if needed),
@@ -63,12 +79,16 @@ class Sampler {
   // Records a token (prompt or generated) for the penalties.
   void accept(int32_t token);
   // Forgets the history (the random stream goes on).
-  void reset_history() { recent_.clear(); }
+  void reset_history() {
+    recent_.clear();
+    dry_history_.clear();
+  }
 
   const SamplerParams& params() const { return params_; }
 
  private:
   bool uses_penalties() const;
+  bool uses_dry() const { return params_.dry_multiplier != 0 && params_.dry_penalty_last_n != 0; }
   double next_uniform();
 
   SamplerParams params_;
@@ -76,6 +96,8 @@ class Sampler {
   std::deque<int32_t> recent_;   // at most penalty_last_n tokens, oldest first
   std::vector<float> penalised_;  // reused copy of the logits row
   std::vector<int32_t> recent_buffer_;
+  std::deque<int32_t> dry_history_;  // at most dry_penalty_last_n tokens (all when -1)
+  std::vector<int32_t> dry_buffer_;
   std::vector<Candidate> candidates_;
 };
 

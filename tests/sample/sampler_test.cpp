@@ -43,6 +43,82 @@ TEST(Sampler, PenaltiesByHand) {
   EXPECT_FLOAT_EQ(logits[3], 0.5f);
 }
 
+// DRY on a 10-token vocabulary with all logits 0, multiplier 1, base 2: what each
+// token loses after `history`.
+std::vector<float> dry_penalties(const std::vector<int32_t>& history, int allowed_length,
+                                 const std::vector<int32_t>& breakers = {}) {
+  std::vector<float> logits(10, 0.0f);
+  apply_dry(logits, history, 1.0f, 2.0f, allowed_length, breakers);
+  for (float& l : logits) l = -l;
+  return logits;
+}
+
+TEST(Sampler, DryPenalisesTheTokenThatContinuesARepeat) {
+  // "1 2 3" was followed by 4 before: n = 3, 2^(3-2) = 2. Nothing else repeats.
+  auto p = dry_penalties({1, 2, 3, 4, 1, 2, 3}, 2);
+  EXPECT_FLOAT_EQ(p[4], 2.0f);
+  for (int t : {0, 1, 2, 3, 5}) EXPECT_EQ(p[t], 0.0f) << t;
+  // Allowed length 3: 2^0 = 1; allowed length 4: the repeat is too short.
+  EXPECT_FLOAT_EQ(dry_penalties({1, 2, 3, 4, 1, 2, 3}, 3)[4], 1.0f);
+  EXPECT_EQ(dry_penalties({1, 2, 3, 4, 1, 2, 3}, 4)[4], 0.0f);
+  // n = 1 (only "2" repeats): below the default allowed length 2, 2^0 at length 1.
+  EXPECT_EQ(dry_penalties({1, 2, 5, 2}, 2)[5], 0.0f);
+  EXPECT_FLOAT_EQ(dry_penalties({1, 2, 5, 2}, 1)[5], 1.0f);
+}
+
+TEST(Sampler, DryUsesEachTokensLongestRepeat) {
+  // "3 1 2" was followed by 9 (n = 3) and "4 1 2" too (n = 2): the longest counts, once.
+  EXPECT_FLOAT_EQ(dry_penalties({3, 1, 2, 9, 4, 1, 2, 9, 3, 1, 2}, 2)[9], 2.0f);
+  // Overlapping copies: in "7 7 7 7" the last three tokens repeat at the start, then 7.
+  EXPECT_FLOAT_EQ(dry_penalties({7, 7, 7, 7}, 2)[7], 2.0f);
+}
+
+TEST(Sampler, DryRepeatsStopAtBreakers) {
+  // Without breakers "1 9 2 3" repeats (n = 4, 2^2); with 9 a breaker only "2 3" (2^0).
+  EXPECT_FLOAT_EQ(dry_penalties({1, 9, 2, 3, 7, 1, 9, 2, 3}, 2)[7], 4.0f);
+  EXPECT_FLOAT_EQ(dry_penalties({1, 9, 2, 3, 7, 1, 9, 2, 3}, 2, {9})[7], 1.0f);
+  // A breaker is never penalised, and a history ending in one penalises nothing.
+  EXPECT_EQ(dry_penalties({1, 2, 9, 1, 2}, 2, {9})[9], 0.0f);
+  EXPECT_EQ(dry_penalties({1, 2, 9, 1, 2}, 2)[9], 1.0f);
+  auto p = dry_penalties({1, 9, 5, 1, 9}, 1, {9});
+  for (float x : p) EXPECT_EQ(x, 0.0f);
+}
+
+TEST(Sampler, DryPenaltyStaysFinite) {
+  std::vector<int32_t> history(400, 3);  // n = 399: 2^397 overflows a float
+  std::vector<float> logits(10, 0.0f);
+  apply_dry(logits, history, 1.0f, 2.0f, 2, {});
+  EXPECT_TRUE(std::isfinite(logits[3]));
+  EXPECT_LT(logits[3], -1e29f);
+}
+
+TEST(Sampler, DryInTheChain) {
+  // Token 4 wins greedily unless DRY takes 2 off it after "1 2 3 4 1 2 3".
+  const std::vector<float> logits = {0, 0, 0, 0, 2.5f, 1.0f, 0, 0, 0, 0};
+  const std::vector<int32_t> history = {1, 2, 3, 4, 1, 2, 3};
+  SamplerParams p = plain(0.0f, 1);
+  Sampler off(p);  // DRY is off by default
+  for (int32_t t : history) off.accept(t);
+  EXPECT_EQ(off.sample(logits), 4);
+
+  p.dry_multiplier = 1.0f;
+  p.dry_base = 2.0f;
+  Sampler on(p);
+  for (int32_t t : history) on.accept(t);
+  EXPECT_EQ(on.sample(logits), 5);  // 2.5 - 2 < 1
+
+  p.dry_penalty_last_n = 4;  // sees only "4 1 2 3": nothing repeats
+  Sampler window(p);
+  for (int32_t t : history) window.accept(t);
+  EXPECT_EQ(window.sample(logits), 4);
+
+  p.dry_penalty_last_n = -1;
+  p.dry_breakers = {2};  // the repeat is only "3": too short
+  Sampler broken(p);
+  for (int32_t t : history) broken.accept(t);
+  EXPECT_EQ(broken.sample(logits), 4);
+}
+
 TEST(Sampler, ArgmaxTakesLowestIdOnTies) {
   const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -1.0f};
   EXPECT_EQ(argmax(logits), 1);
@@ -186,6 +262,9 @@ TEST(Sampler, RejectsNonsenseParameters) {
   EXPECT_THROW(Sampler{p}, std::invalid_argument);
   p = SamplerParams{};
   p.repeat_penalty = 0;
+  EXPECT_THROW(Sampler{p}, std::invalid_argument);
+  p = SamplerParams{};
+  p.dry_multiplier = -1;
   EXPECT_THROW(Sampler{p}, std::invalid_argument);
 }
 

@@ -418,6 +418,48 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // ---- fused ops: the compositions backend.h defines them as ----------------------
+  void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) override {
+    check(w.size() == y.size(), "matmul_many", "one output per weight");
+    for (size_t i = 0; i < w.size(); ++i) matmul(w[i], x, y[i]);
+  }
+
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w, float eps, const Tensor& sum,
+                    const Tensor& y) override {
+    add(a, b, sum);
+    rms_norm(sum, &w, eps, y);
+  }
+
+  void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                   const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) override {
+    const int64_t C = qkv.ne[0], n = qkv.rows(), dk = q.ne[0], Hk = q.ne[1], dv = v.ne[0], H = v.ne[1];
+    check(C == 2 * Hk * dk + H * dv && k.n_elements() == q.n_elements() && q.ne[2] == n && v.ne[2] == n,
+          "gdn_prepare", "q/k/v shape");
+    std::vector<float> conv(C * n);
+    const Tensor c = Tensor::make(DType::F32, {C, n}, conv.data());
+    causal_conv_silu(qkv, conv_w, conv_state, c);
+    slice_cols(c, 0, Hk * dk, q.reshape({Hk * dk, n}));
+    slice_cols(c, Hk * dk, Hk * dk, k.reshape({Hk * dk, n}));
+    slice_cols(c, 2 * Hk * dk, H * dv, v.reshape({H * dv, n}));
+    l2_norm(q, l2_eps, q);
+    l2_norm(k, l2_eps, k);
+    gdn_gates(a, b, dt_bias, a_neg, g, beta);
+  }
+
+  void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
+                         const Tensor& y) override {
+    const int64_t ff = g.ne[0], n = g.rows(), d = down.rows();
+    check(u.n_elements() == g.n_elements() && down.ne[0] == ff && y.ne[0] == d && y.rows() == n,
+          "shared_expert_add", "shape");
+    std::vector<float> act(ff * n), out(d * n);
+    const Tensor at = Tensor::make(DType::F32, {ff, n}, act.data()), ot = Tensor::make(DType::F32, {d, n}, out.data());
+    swiglu(g, u, at);
+    matmul(down, at, ot);
+    if (gate_logit) mul_sigmoid(ot, *gate_logit, ot);
+    add(y, ot, y);
+  }
+
  private:
   cpu::ThreadPool pool_;
   Arena arena_;

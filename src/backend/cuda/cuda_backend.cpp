@@ -26,6 +26,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/op_profile.h"
 #include "gguf/gguf.h"
 
 namespace zinc {
@@ -87,7 +88,16 @@ class DeviceArena {
 enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
+  MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd,
 };
+// For zinc bench --profile: names in OpId order (extend both together).
+const char* op_name(uint64_t id) {
+  static const char* const names[] = {"?", "zero", "copy", "embed", "matmul", "rms_norm", "l2_norm",
+      "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
+      "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
+      "gdn_prepare", "shared_expert_add"};
+  return id < std::size(names) ? names[id] : "?";
+}
 
 // The words that identify one op call: everything its launch depends on.
 class Key {
@@ -122,7 +132,9 @@ using Launch = std::function<void(cudaStream_t)>;
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const CudaOptions& opt) : graphs_enabled_(opt.graphs) {
+  explicit CudaBackend(const CudaOptions& opt)
+      : graphs_enabled_(opt.graphs && !opt.profile),
+        profiler_(opt.profile ? std::make_unique<cuda::OpProfiler>() : nullptr) {
     ZINC_CUDA_CHECK(cudaSetDevice(opt.device));
     ZINC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (auto& s : staging_) {
@@ -142,6 +154,11 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda"; }
+  std::vector<CudaOpTime> take_profile() {
+    check(profiler_ != nullptr, "take_profile", "the backend was made without CudaOptions::profile");
+    finish_segment();
+    return profiler_->take(stream_);
+  }
 
   // ---- memory ----------------------------------------------------------------
   Tensor upload_weight(const gguf::TensorInfo& info) override {
@@ -150,6 +167,7 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < 4; ++i) t.ne[i] = info.dim(i);
     check(t.nbytes() == info.nbytes, "upload_weight", "byte size differs from the shape");
     t.data = device_alloc(info.nbytes);
+    if (profiler_) profiler_->name_weight(t.data, info.name);
     // The mapped file is pageable: copy through two pinned buffers so the page
     // faults of one chunk overlap the transfer of the other.
     for (size_t off = 0, i = 0; off < info.nbytes; off += kStagingBytes, ++i) {
@@ -322,9 +340,18 @@ class CudaBackend final : public Backend {
     check(g.ne[0] == sh.n_heads && beta.ne[0] == sh.n_heads && state.n_elements() == sh.n_heads * sh.dk * sh.dv &&
               state.type == DType::F32,
           "gated_delta_rule", "g/beta/state shape");
+    // Prefill takes the chunked form (like the CPU backend), decode the recurrence.
+    const bool chunked = sh.n_tokens >= cuda::kDeltaRuleChunkedMinTokens && cuda::delta_rule_chunked_supported(sh);
+    float* scratch =
+        chunked ? static_cast<float*>(arena_.take(cuda::delta_rule_chunked_scratch_floats(sh) * sizeof(float))) : nullptr;
     submit(Key(OpId::DeltaRule) << q << k << v << g << beta << state << y, [=](cudaStream_t s) {
-      cuda::gated_delta_rule(sh, q.as<const float>(), k.as<const float>(), v.as<const float>(), g.as<const float>(),
-                             beta.as<const float>(), state.as<float>(), y.as<float>(), s);
+      if (chunked)
+        cuda::gated_delta_rule_chunked(sh, q.as<const float>(), k.as<const float>(), v.as<const float>(),
+                                       g.as<const float>(), beta.as<const float>(), state.as<float>(), y.as<float>(),
+                                       scratch, s);
+      else
+        cuda::gated_delta_rule(sh, q.as<const float>(), k.as<const float>(), v.as<const float>(), g.as<const float>(),
+                               beta.as<const float>(), state.as<float>(), y.as<float>(), s);
     });
   }
 
@@ -345,6 +372,13 @@ class CudaBackend final : public Backend {
     check(k_cache.ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
           "shape");
     check(y.n_elements() == q.n_elements() && k_cache.type == DType::F32, "attention", "y shape / cache type");
+    if (cuda::attention_prefill_supported(sh)) {
+      submit(Key(OpId::Attention) << q << k_cache << v_cache << pos << scale << y, [=](cudaStream_t s) {
+        cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
+                                pos.as<const int32_t>(), scale, y.as<float>(), s);
+      });
+      return;
+    }
     float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh) * sizeof(float)));
     submit(Key(OpId::Attention) << q << k_cache << v_cache << pos << scale << y, [=](cudaStream_t s) {
       cuda::attention(sh, q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
@@ -368,6 +402,13 @@ class CudaBackend final : public Backend {
               up.ne[2] == E && down.ne[2] == E && d % 8 == 0 && ff % 8 == 0,
           "moe_ffn", "expert shapes");
     check(ids.rows() == n && y.ne[0] == d && y.rows() == n, "moe_ffn", "ids/y shape");
+    if (n > cuda::kMatvecMaxTokens) {  // batches: experts as grouped tensor-core products
+      void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
+      submit(Key(OpId::MoeFfn) << x << gate << up << down << ids << weights << y, [=](cudaStream_t s) {
+        cuda::moe_ffn_grouped(x, gate, up, down, ids, weights, y, scratch, s);
+      });
+      return;
+    }
     float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
     submit(Key(OpId::MoeFfn) << x << gate << up << down << ids << weights << y,
            [=](cudaStream_t s) { cuda::moe_ffn(x, gate, up, down, ids, weights, y, act, s); });
@@ -376,15 +417,124 @@ class CudaBackend final : public Backend {
   void argmax(const Tensor& logits, const Tensor& ids) override {
     check_f32(logits, "argmax");
     check(ids.type == DType::I32 && ids.n_elements() == logits.rows(), "argmax", "ids shape");
+    float* partials = static_cast<float*>(arena_.take(cuda::argmax_partials(logits.ne[0], logits.rows()) * sizeof(float)));
     submit(Key(OpId::Argmax) << logits << ids, [=](cudaStream_t s) {
-      cuda::argmax(logits.as<const float>(), logits.ne[0], logits.rows(), ids.as<int32_t>(), s);
+      cuda::argmax(logits.as<const float>(), logits.ne[0], logits.rows(), ids.as<int32_t>(), partials, s);
+    });
+  }
+
+  // ---- fused ops (decode kernels in matvec.cu, gdn_decode.cu, moe.cu) -----------------
+  void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) override {
+    check(w.size() == y.size(), "matmul_many", "one output per weight");
+    check_f32(x, "matmul_many");
+    Key key(OpId::MatmulMany);
+    key << x;
+    for (size_t i = 0; i < w.size(); ++i) {
+      check_f32(y[i], "matmul_many");
+      check(x.ne[0] == w[i].ne[0] && w[i].ne[0] % 8 == 0, "matmul_many", "x row length differs from a weight's");
+      check(y[i].ne[0] == w[i].rows() && y[i].rows() == x.rows(), "matmul_many", "y shape mismatch");
+      key << w[i] << y[i];
+    }
+    submit(key, [=, ws = std::vector<Tensor>(w.begin(), w.end()), ys = std::vector<Tensor>(y.begin(), y.end())](
+                    cudaStream_t s) {
+      if (x.rows() <= cuda::kMatvecMaxTokens) {
+        cuda::matvec_many(ws, x, ys, s);
+      } else {
+        for (size_t i = 0; i < ws.size(); ++i) cuda::matmul_tiled(ws[i], x, ys[i], s);
+      }
+    });
+  }
+
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w, float eps, const Tensor& sum,
+                    const Tensor& y) override {
+    check_f32(a, "add_rms_norm");
+    check(b.n_elements() == a.n_elements() && sum.n_elements() == a.n_elements() && y.n_elements() == a.n_elements(),
+          "add_rms_norm", "shapes differ");
+    check(w.ne[0] == a.ne[0] && w.type == DType::F32, "add_rms_norm", "weight shape/type");
+    submit(Key(OpId::AddRmsNorm) << a << b << w << eps << sum << y, [=](cudaStream_t s) {
+      cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), w.as<const float>(), eps, sum.as<float>(),
+                         y.as<float>(), a.ne[0], a.rows(), s);
+    });
+  }
+
+  void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                   const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) override {
+    const cuda::GdnPrepareShape sh{qkv.rows(), v.ne[1], q.ne[1], q.ne[0], v.ne[0], conv_w.ne[0]};
+    const int64_t C = qkv.ne[0], n = sh.n_tokens, qk = sh.n_k_heads * sh.dk;
+    check(C == 2 * qk + sh.n_heads * sh.dv && k.n_elements() == q.n_elements() && q.ne[2] == n && v.ne[2] == n,
+          "gdn_prepare", "q/k/v shape");
+    check(conv_w.ne[1] == C && conv_w.type == DType::F32 && conv_state.ne[0] == C &&
+              conv_state.ne[1] == sh.conv_kernel - 1,
+          "gdn_prepare", "conv weight/state shape");
+    check(a.ne[0] == sh.n_heads && a.rows() == n && b.n_elements() == a.n_elements() &&
+              g.n_elements() == a.n_elements() && beta.n_elements() == a.n_elements() && dt_bias.ne[0] == sh.n_heads &&
+              a_neg.ne[0] == sh.n_heads,
+          "gdn_prepare", "gate shapes");
+    // Longer batches (prefill) run the standalone kernels over a conv buffer.
+    float* conv = n > cuda::kGdnPrepareMaxTokens ? static_cast<float*>(arena_.take(C * n * sizeof(float))) : nullptr;
+    submit(Key(OpId::GdnPrepare) << qkv << conv_w << conv_state << a << b << dt_bias << a_neg << l2_eps << q << k << v
+                                 << g << beta,
+           [=](cudaStream_t s) {
+             if (!conv) {
+               cuda::gdn_prepare(sh, qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(),
+                                 a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
+                                 a_neg.as<const float>(), l2_eps, q.as<float>(), k.as<float>(), v.as<float>(),
+                                 g.as<float>(), beta.as<float>(), s);
+               return;
+             }
+             cuda::causal_conv_silu(qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(), conv, C,
+                                    n, sh.conv_kernel, s);
+             cuda::slice_cols(conv, q.as<float>(), C, 0, qk, n, s);
+             cuda::slice_cols(conv, k.as<float>(), C, qk, qk, n, s);
+             cuda::slice_cols(conv, v.as<float>(), C, 2 * qk, sh.n_heads * sh.dv, n, s);
+             cuda::row_norm(cuda::NormKind::L2, q.as<const float>(), nullptr, nullptr, l2_eps, q.as<float>(), sh.dk,
+                            sh.n_k_heads * n, s);
+             cuda::row_norm(cuda::NormKind::L2, k.as<const float>(), nullptr, nullptr, l2_eps, k.as<float>(), sh.dk,
+                            sh.n_k_heads * n, s);
+             cuda::gdn_gates(a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
+                             a_neg.as<const float>(), g.as<float>(), beta.as<float>(), sh.n_heads, a.n_elements(), s);
+           });
+  }
+
+  void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
+                         const Tensor& y) override {
+    const int64_t ff = g.ne[0], n = g.rows(), d = down.rows();
+    check_f32(g, "shared_expert_add");
+    check(u.n_elements() == g.n_elements() && down.ne[0] == ff && ff % 8 == 0 && y.ne[0] == d && y.rows() == n,
+          "shared_expert_add", "shape");
+    check(!gate_logit || (gate_logit->n_elements() == n && gate_logit->type == DType::F32), "shared_expert_add",
+          "gate shape");
+    const float* gl = gate_logit ? gate_logit->as<const float>() : nullptr;
+    // Longer batches: swiglu into a buffer, the tiled matmul, then the gate and add.
+    const bool fused = n <= cuda::kMatvecMaxTokens;
+    float* act = fused ? nullptr : static_cast<float*>(arena_.take(ff * n * sizeof(float)));
+    float* out = fused ? nullptr : static_cast<float*>(arena_.take(d * n * sizeof(float)));
+    submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=](cudaStream_t s) {
+      if (fused) {
+        cuda::shared_expert_add(g, u, down, gl, y, s);
+        return;
+      }
+      cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
+      cuda::matmul_tiled(down, Tensor::make(DType::F32, {ff, n}, act), Tensor::make(DType::F32, {d, n}, out), s);
+      if (gl) cuda::mul_sigmoid(out, gl, out, d * n, d, true, s);
+      cuda::add(y.as<const float>(), out, y.as<float>(), d * n, s);
     });
   }
 
  private:
   void* device_alloc(size_t bytes) {
     void* p = nullptr;
-    ZINC_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+    const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it: the backend stays usable
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw std::runtime_error("GPU out of memory: " + std::to_string(bytes >> 20) + " MiB more needed, " +
+                               std::to_string(free_b >> 20) + " of " + std::to_string(total_b >> 20) +
+                               " MiB free; the model and the requested context do not fit (try a smaller --ctx)");
+    }
+    ZINC_CUDA_CHECK(err);
     allocations_.push_back(p);
     return p;
   }
@@ -400,7 +550,8 @@ class CudaBackend final : public Backend {
       }
       abandon_deferral();
     }
-    launch(stream_);
+    if (profiler_) profiler_->run(op_name(key.words()[0]), key.words(), launch, stream_);
+    else launch(stream_);
   }
   void abandon_deferral() {
     for (auto& f : pending_) f(stream_);
@@ -452,6 +603,7 @@ class CudaBackend final : public Backend {
   };
 
   const bool graphs_enabled_;
+  const std::unique_ptr<cuda::OpProfiler> profiler_;  // with CudaOptions::profile
   cudaStream_t stream_ = nullptr;
   Staging staging_[2];
   std::vector<void*> allocations_;  // weights and persistent tensors
@@ -465,6 +617,10 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+std::vector<CudaOpTime> cuda_take_profile(Backend& backend) {
+  return dynamic_cast<CudaBackend&>(backend).take_profile();
+}
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   return std::make_unique<CudaBackend>(options);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -15,10 +16,21 @@ namespace zinc {
 struct CudaOptions {
   int device = 0;
   bool graphs = true;  // capture and replay repeated forward passes
+  bool profile = false;  // time every op with a cudaEvent pair (no graphs); see cuda_take_profile
 };
 
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+
+// GPU time of one op run with CudaOptions::profile; weight: the name of the first
+// weight tensor it reads ("" for none).
+struct CudaOpTime {
+  std::string op, weight;
+  double ms = 0;
+};
+// The ops run since the last call, in order (waits for the GPU). `backend` must be
+// a CUDA backend made with profile on.
+std::vector<CudaOpTime> cuda_take_profile(Backend& backend);
 
 // GPUs the CUDA runtime sees; 0 without a driver or a GPU (never throws).
 int cuda_device_count();

@@ -5,10 +5,36 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 
 namespace zinc::cuda {
+
+// Programmatic dependent launch. Kernels launched with launch_pdl() may be started
+// while the kernel before them on the stream is still finishing, which hides the
+// launch gap between dependent kernels (a decode step is hundreds of small ones).
+// Such a kernel calls pdl_begin() first: it waits until the previous grid has
+// completed with its writes visible, then lets the next kernel start launching.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = s;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

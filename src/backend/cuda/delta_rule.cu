@@ -23,39 +23,53 @@ __global__ void gdn_gates_kernel(const float* a, const float* b, const float* dt
 }
 
 constexpr int kMaxConvKernel = 8;
+constexpr int kConvTokens = 16;  // tokens per thread: a sliding window of K inputs in registers
 
-// One thread per channel walks the tokens, carrying the last K-1 inputs.
-__global__ void causal_conv_silu_kernel(const float* x, const float* w, float* state, float* y, int64_t C, int64_t n,
-                                        int K) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+// Input j of channel c counting the K-1 state columns first: the state for j < K-1.
+__device__ __forceinline__ float conv_input(const float* x, const float* state, int64_t C, int K, int64_t c,
+                                            int64_t j) {
+  return j < K - 1 ? state[j * C + c] : x[(j - (K - 1)) * C + c];
+}
+
+// grid (C / 128, n / 16): a thread computes 16 consecutive tokens of one channel.
+__global__ void causal_conv_silu_kernel(const float* x, const float* w, const float* state, float* y, int64_t C,
+                                        int64_t n, int K) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, t0 = blockIdx.y * int64_t{kConvTokens};
   if (c >= C) return;
-  float hist[kMaxConvKernel], wk[kMaxConvKernel];
+  float win[kMaxConvKernel], wk[kMaxConvKernel];
 #pragma unroll
   for (int k = 0; k < kMaxConvKernel; ++k) {
-    hist[k] = k < K - 1 ? state[k * C + c] : 0.0f;
     wk[k] = k < K ? w[c * K + k] : 0.0f;
+    win[k] = k < K - 1 ? conv_input(x, state, C, K, c, t0 + k) : 0.0f;  // inputs t0-K+1 .. t0-1
   }
-  for (int64_t t = 0; t < n; ++t) {
+  for (int64_t t = t0; t < min(n, t0 + kConvTokens); ++t) {
     const float cur = x[t * C + c];
     float acc = 0;
 #pragma unroll
-    for (int k = 0; k < kMaxConvKernel; ++k)
-      if (k < K - 1) acc += wk[k] * hist[k];
-    // The newest input multiplies the last tap.
-#pragma unroll
-    for (int k = 0; k < kMaxConvKernel; ++k)
-      if (k == K - 1) acc += wk[k] * cur;
+    for (int k = 0; k < kMaxConvKernel; ++k) {
+      if (k < K - 1) acc += wk[k] * win[k];
+      if (k == K - 1) acc += wk[k] * cur;  // the newest input multiplies the last tap
+    }
 #pragma unroll
     for (int k = 0; k + 1 < kMaxConvKernel; ++k)
-      if (k < K - 2) hist[k] = hist[k + 1];
+      if (k < K - 2) win[k] = win[k + 1];
 #pragma unroll
     for (int k = 0; k < kMaxConvKernel; ++k)
-      if (k == K - 2) hist[k] = cur;
+      if (k == K - 2) win[k] = cur;
     y[t * C + c] = acc / (1.0f + expf(-acc));
   }
+}
+
+// After the conv: the state becomes the last K-1 inputs (old state included when n < K-1).
+__global__ void conv_state_kernel(const float* x, float* state, int64_t C, int64_t n, int K) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  float last[kMaxConvKernel];
+#pragma unroll
+  for (int k = 0; k < kMaxConvKernel; ++k) last[k] = k < K - 1 ? conv_input(x, state, C, K, c, n + k) : 0.0f;
 #pragma unroll
   for (int k = 0; k < kMaxConvKernel; ++k)
-    if (k < K - 1) state[k * C + c] = hist[k];
+    if (k < K - 1) state[k * C + c] = last[k];
 }
 
 constexpr int kDeltaWarps = 4;
@@ -136,8 +150,11 @@ void gdn_gates(const float* a, const float* b, const float* dt_bias, const float
 void causal_conv_silu(const float* x, const float* w, float* state, float* y, int64_t C, int64_t n, int64_t K,
                       cudaStream_t s) {
   if (K < 1 || K > kMaxConvKernel) throw std::invalid_argument("cuda causal_conv_silu: kernel size above 8");
-  causal_conv_silu_kernel<<<ceil_div(C, 128), 128, 0, s>>>(x, w, state, y, C, n, static_cast<int>(K));
+  const dim3 grid(ceil_div(C, 128), ceil_div(n, kConvTokens));
+  causal_conv_silu_kernel<<<grid, 128, 0, s>>>(x, w, state, y, C, n, static_cast<int>(K));
   ZINC_CUDA_LAUNCHED("causal_conv_silu");
+  conv_state_kernel<<<ceil_div(C, 128), 128, 0, s>>>(x, state, C, n, static_cast<int>(K));
+  ZINC_CUDA_LAUNCHED("causal_conv_state");
 }
 
 void gated_delta_rule(const DeltaRuleShape& shape, const float* q, const float* k, const float* v, const float* g,

@@ -51,6 +51,22 @@ __device__ __forceinline__ uint2 nibble_bytes(const uint8_t* qs, int e) {
 }
 __device__ __forceinline__ int nibble_of(uint2 b, int i, bool high) { return (byte_of(b, i) >> (high ? 4 : 0)) & 15; }
 
+// Integer codes to floats without I2F (a quarter-rate instruction on Hopper that
+// bounds a matvec's issue rate): byte i of a code word placed under the exponent of
+// 2^23 is exactly 2^23 + byte, so one PRMT and one FADD give byte - offset.
+__device__ __forceinline__ float code_as_float(uint2 w, int i, float offset) {
+  return __uint_as_float(__byte_perm(i < 4 ? w.x : w.y, 0x4B000000u, 0x7540 | (i & 3))) - (8388608.0f + offset);
+}
+// The 4-bit codes of 8 packed bytes, low or high nibbles, one per byte.
+__device__ __forceinline__ uint2 nibble_codes(uint2 b, bool high) {
+  const int s = high ? 4 : 0;
+  return make_uint2((b.x >> s) & 0x0F0F0F0Fu, (b.y >> s) & 0x0F0F0F0Fu);
+}
+// Bits [shift, shift + width) of each of 8 packed bytes, moved to bit `to`.
+__device__ __forceinline__ uint2 byte_bits(uint2 b, int shift, uint32_t mask, int to) {
+  return make_uint2(((b.x >> shift) & mask) << to, ((b.y >> shift) & mask) << to);
+}
+
 __device__ __forceinline__ float e8m0_half(uint8_t e) {
   return __uint_as_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
 }
@@ -91,9 +107,10 @@ template <> struct Dequant<DType::Q8_0> {
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
     const float d = half_to_float(load_u16(b));
-    const uint2 q = load_bytes8<2>(b + 2 + (e0 & 31));
+    uint2 q = load_bytes8<2>(b + 2 + (e0 & 31));
+    q.x ^= 0x80808080u, q.y ^= 0x80808080u;  // signed codes to unsigned + 128
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(static_cast<int8_t>(byte_of(q, i))) * d;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 128.0f) * d;
   }
 };
 template <> struct Dequant<DType::Q4_0> {
@@ -219,9 +236,9 @@ template <> struct Dequant<DType::Q4_K> {
     float sc, mn;
     k_scale_min(b + 4, sub, sc, mn);
     const float dl = half_to_float(dm & 0xffff) * sc, ml = half_to_float(dm >> 16) * mn;
-    const uint2 q = load_bytes8<8>(b + 16 + 32 * (sub / 2) + l);
+    const uint2 q = nibble_codes(load_bytes8<8>(b + 16 + 32 * (sub / 2) + l), sub & 1);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = dl * static_cast<float>(nibble_of(q, i, sub & 1)) - ml;
+    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 0.0f) - ml;
   }
 };
 template <> struct Dequant<DType::Q5_K> {
@@ -233,13 +250,11 @@ template <> struct Dequant<DType::Q5_K> {
     float sc, mn;
     k_scale_min(b + 4, sub, sc, mn);
     const float dl = half_to_float(dm & 0xffff) * sc, ml = half_to_float(dm >> 16) * mn;
-    const uint2 h = load_bytes8<8>(b + 16 + l);
-    const uint2 q = load_bytes8<8>(b + 48 + 32 * (sub / 2) + l);
+    const uint2 h = byte_bits(load_bytes8<8>(b + 16 + l), sub, 0x01010101u, 4);
+    uint2 q = nibble_codes(load_bytes8<8>(b + 48 + 32 * (sub / 2) + l), sub & 1);
+    q.x |= h.x, q.y |= h.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int c = nibble_of(q, i, sub & 1) | (((byte_of(h, i) >> sub) & 1) << 4);
-      v[i] = dl * static_cast<float>(c) - ml;
-    }
+    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 0.0f) - ml;
   }
 };
 template <> struct Dequant<DType::Q6_K> {
@@ -248,13 +263,11 @@ template <> struct Dequant<DType::Q6_K> {
     const uint8_t* b = row + (e0 / 256) * kBlockBytes;
     const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32;
     const float dl = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
-    const uint2 ql = load_bytes8<2>(b + 64 * half + l + 32 * (k & 1));
-    const uint2 qh = load_bytes8<2>(b + 128 + 32 * half + l);
+    const uint2 qh = byte_bits(load_bytes8<2>(b + 128 + 32 * half + l), 2 * k, 0x03030303u, 4);
+    uint2 q = nibble_codes(load_bytes8<2>(b + 64 * half + l + 32 * (k & 1)), k >= 2);
+    q.x |= qh.x, q.y |= qh.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int c = nibble_of(ql, i, k >= 2) | (((byte_of(qh, i) >> (2 * k)) & 3) << 4);
-      v[i] = dl * static_cast<float>(c - 32);
-    }
+    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 32.0f);
   }
 };
 template <> struct Dequant<DType::IQ4_XS> {

@@ -14,6 +14,8 @@ struct NormParams {
   const float* x;  // {d, rows}
   const float* w;  // {d} or null
   const float* z;  // {d, rows} gate or null
+  const float* b;  // {d, rows} added to x first, or null
+  float* sum;      // {d, rows}: x + b, written when b is set (may alias x or b)
   float* y;
   float eps;
   int d;
@@ -21,10 +23,12 @@ struct NormParams {
 };
 
 // One block per row. Rows up to kNormCached float4 per thread are loaded once into
-// registers (all loads in flight together); longer rows are read twice.
+// registers (all loads in flight together); longer rows are read twice (the second
+// time from `sum` when there is one, as it may alias x).
 constexpr int kNormCached = 8;
 
 __global__ void __launch_bounds__(kThreads) row_norm_kernel(const __grid_constant__ NormParams p) {
+  pdl_begin();
   __shared__ float red[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.d;
   const int n4 = p.d / 4;
@@ -38,10 +42,27 @@ __global__ void __launch_bounds__(kThreads) row_norm_kernel(const __grid_constan
       const int j = threadIdx.x + i * blockDim.x;
       v[i] = j < n4 ? x4[j] : make_float4(0, 0, 0, 0);
     }
+    if (p.b) {
+      const float4* b4 = reinterpret_cast<const float4*>(p.b + base);
+      float4* s4 = reinterpret_cast<float4*>(p.sum + base);
+#pragma unroll
+      for (int i = 0; i < kNormCached; ++i) {
+        const int j = threadIdx.x + i * blockDim.x;
+        if (j < n4) {
+          const float4 bv = b4[j];
+          v[i].x += bv.x, v[i].y += bv.y, v[i].z += bv.z, v[i].w += bv.w;
+          s4[j] = v[i];
+        }
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kNormCached; ++i) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
   } else {
-    for (int i = threadIdx.x; i < p.d; i += blockDim.x) ss += p.x[base + i] * p.x[base + i];
+    for (int i = threadIdx.x; i < p.d; i += blockDim.x) {
+      float xv = p.x[base + i];
+      if (p.b) xv += p.b[base + i], p.sum[base + i] = xv;
+      ss += xv * xv;
+    }
   }
   ss = block_sum(ss, red);
   const float inv = rsqrtf((p.l2 ? ss : ss / p.d) + p.eps);
@@ -58,7 +79,8 @@ __global__ void __launch_bounds__(kThreads) row_norm_kernel(const __grid_constan
       if (j < n4) out(4 * j, v[i].x), out(4 * j + 1, v[i].y), out(4 * j + 2, v[i].z), out(4 * j + 3, v[i].w);
     }
   } else {
-    for (int i = threadIdx.x; i < p.d; i += blockDim.x) out(i, p.x[base + i]);
+    const float* src = p.b ? p.sum : p.x;
+    for (int i = threadIdx.x; i < p.d; i += blockDim.x) out(i, src[base + i]);
   }
 }
 
@@ -74,6 +96,7 @@ struct RopeKernelParams {
 // One thread per (pair, head, token). The inverse frequency is formed in double
 // as the CPU reference does, the angle in f32.
 __global__ void rope_kernel(const __grid_constant__ RopeKernelParams p) {
+  pdl_begin();
   const int j = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, t = blockIdx.z;
   if (j >= p.half) return;
   double f = pow(p.theta, -2.0 * j / p.n_rot) * p.freq_scale;
@@ -92,6 +115,7 @@ enum class Binary { Add, Swiglu, MulSigmoid, MulSigmoidRow };
 
 template <Binary Op>
 __global__ void binary_kernel(const float* a, const float* b, float* y, int64_t count, int64_t d) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if constexpr (Op == Binary::Add) y[i] = a[i] + b[i];
@@ -105,76 +129,99 @@ template <Binary Op>
 void launch_binary(const float* a, const float* b, float* y, int64_t count, int64_t d, cudaStream_t s,
                    const char* name) {
   const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(count, kThreads), 4096));
-  binary_kernel<Op><<<blocks, kThreads, 0, s>>>(a, b, y, count, d);
+  launch_pdl(binary_kernel<Op>, blocks, kThreads, s, a, b, y, count, d);
   ZINC_CUDA_LAUNCHED(name);
 }
 
 __global__ void slice_cols_kernel(const float* x, float* y, int64_t width, int64_t offset, int64_t len,
                                   int64_t count) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = x[(i / len) * width + offset + i % len];
 }
 
-// One block per row: the largest value, the first index on ties (as std::max_element).
-__global__ void __launch_bounds__(1024) argmax_kernel(const float* logits, int64_t V, int32_t* ids) {
-  __shared__ float best_v[32];
-  __shared__ int best_i[32];
-  const float* l = logits + static_cast<int64_t>(blockIdx.x) * V;
+// argmax in two launches: blocks (kArgmaxBlocks per row at most) each find the best
+// of a contiguous slice, then one warp per row picks among the slices. Ties go to
+// the first index, as std::max_element.
+constexpr int kArgmaxThreads = 256, kArgmaxBlocks = 128, kArgmaxMinSlice = 2048;
+
+int argmax_blocks(int64_t V) {
+  return static_cast<int>(std::min<int64_t>(kArgmaxBlocks, ceil_div(V, kArgmaxMinSlice)));
+}
+
+__device__ __forceinline__ void better(float& bv, int& bi, float ov, int oi) {
+  if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+}
+__device__ __forceinline__ void warp_best(float& bv, int& bi) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    better(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+}
+
+// grid (blocks, rows); partials {2, blocks, rows}: value and index (as int bits).
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_slice_kernel(const float* logits, int64_t V, float* partials) {
+  pdl_begin();
+  __shared__ float best_v[kArgmaxThreads / 32];
+  __shared__ int best_i[kArgmaxThreads / 32];
+  const float* l = logits + static_cast<int64_t>(blockIdx.y) * V;
+  const int64_t slice = ((V + gridDim.x - 1) / gridDim.x + 3) / 4 * 4;  // float4-aligned slices
+  const int64_t begin = blockIdx.x * slice, end = begin + slice < V ? begin + slice : V;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
-  // float4 loads, 8 in flight per thread before any compare: one block reads the
-  // whole (vocabulary-long) row, so it is latency-bound otherwise.
-  const int64_t n4 = V % 4 == 0 ? V / 4 : 0;
-  const float4* l4 = reinterpret_cast<const float4*>(l);
-  for (int64_t base = threadIdx.x; base < n4; base += 8 * static_cast<int64_t>(blockDim.x)) {
-    float4 q[8];
-#pragma unroll
-    for (int b = 0; b < 8; ++b) {
-      const int64_t j = base + b * static_cast<int64_t>(blockDim.x);
-      q[b] = j < n4 ? l4[j] : make_float4(-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX);
+  if (V % 4 == 0) {
+    const float4* l4 = reinterpret_cast<const float4*>(l);
+    for (int64_t j = begin / 4 + threadIdx.x; j < end / 4; j += blockDim.x) {
+      const float4 q = l4[j];
+      const int i = static_cast<int>(4 * j);
+      better(bv, bi, q.x, i), better(bv, bi, q.y, i + 1), better(bv, bi, q.z, i + 2), better(bv, bi, q.w, i + 3);
     }
-#pragma unroll
-    for (int b = 0; b < 8; ++b) {
-      const int j = static_cast<int>(4 * (base + b * static_cast<int64_t>(blockDim.x)));
-      if (q[b].x > bv) bv = q[b].x, bi = j;
-      if (q[b].y > bv) bv = q[b].y, bi = j + 1;
-      if (q[b].z > bv) bv = q[b].z, bi = j + 2;
-      if (q[b].w > bv) bv = q[b].w, bi = j + 3;
-    }
+  } else {
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) better(bv, bi, l[i], static_cast<int>(i));
   }
-  for (int64_t i = 4 * n4 + threadIdx.x; i < V; i += blockDim.x)
-    if (l[i] > bv) bv = l[i], bi = static_cast<int>(i);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-  }
+  warp_best(bv, bi);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) best_v[warp] = bv, best_i[warp] = bi;
   __syncthreads();
   if (warp == 0) {
-    bv = lane < static_cast<int>(blockDim.x / 32) ? best_v[lane] : -FLT_MAX;
-    bi = lane < static_cast<int>(blockDim.x / 32) ? best_i[lane] : 0x7fffffff;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    bv = lane < kArgmaxThreads / 32 ? best_v[lane] : -FLT_MAX;
+    bi = lane < kArgmaxThreads / 32 ? best_i[lane] : 0x7fffffff;
+    warp_best(bv, bi);
+    if (lane == 0) {
+      float* out = partials + 2 * (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x);
+      out[0] = bv, out[1] = __int_as_float(bi);
     }
-    if (lane == 0) ids[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
   }
+}
+
+// One warp per row over its `blocks` partials.
+__global__ void argmax_pick_kernel(const float* partials, int blocks, int32_t* ids) {
+  pdl_begin();
+  const int lane = threadIdx.x;
+  const float* p = partials + 2 * static_cast<int64_t>(blockIdx.x) * blocks;
+  float bv = -FLT_MAX;
+  int bi = 0x7fffffff;
+  for (int b = lane; b < blocks; b += 32) better(bv, bi, p[2 * b], __float_as_int(p[2 * b + 1]));
+  warp_best(bv, bi);
+  if (lane == 0) ids[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
 }
 
 }  // namespace
 
 void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
               int64_t rows, cudaStream_t s) {
-  NormParams p{x, w, z, y, eps, static_cast<int>(d), kind == NormKind::L2};
+  NormParams p{x, w, z, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2};
   const int threads = d >= 1024 ? kThreads : 64;
-  row_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(p);
+  launch_pdl(row_norm_kernel, static_cast<unsigned>(rows), threads, s, p);
   ZINC_CUDA_LAUNCHED("row_norm");
+}
+
+void add_rms_norm(const float* a, const float* b, const float* w, float eps, float* sum, float* y, int64_t d,
+                  int64_t rows, cudaStream_t s) {
+  NormParams p{a, w, nullptr, b, sum, y, eps, static_cast<int>(d), false};
+  const int threads = d >= 1024 ? kThreads : 64;
+  launch_pdl(row_norm_kernel, static_cast<unsigned>(rows), threads, s, p);
+  ZINC_CUDA_LAUNCHED("add_rms_norm");
 }
 
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp, cudaStream_t s) {
@@ -189,7 +236,7 @@ void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t
                      rp.n_rot,
                      rp.neox};
   const dim3 grid(ceil_div(p.half, 64), static_cast<unsigned>(heads), static_cast<unsigned>(n));
-  rope_kernel<<<grid, 64, 0, s>>>(p);
+  launch_pdl(rope_kernel, grid, 64, s, p);
   ZINC_CUDA_LAUNCHED("rope");
 }
 
@@ -207,13 +254,18 @@ void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_
 void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t len, int64_t rows, cudaStream_t s) {
   const int64_t count = len * rows;
   const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(count, kThreads), 4096));
-  slice_cols_kernel<<<blocks, kThreads, 0, s>>>(x, y, width, offset, len, count);
+  launch_pdl(slice_cols_kernel, blocks, kThreads, s, x, y, width, offset, len, count);
   ZINC_CUDA_LAUNCHED("slice_cols");
 }
 
-void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, cudaStream_t s) {
-  argmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, s>>>(logits, V, ids);
-  ZINC_CUDA_LAUNCHED("argmax");
+size_t argmax_partials(int64_t V, int64_t rows) { return 2 * static_cast<size_t>(argmax_blocks(V) * rows); }
+
+void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, float* partials, cudaStream_t s) {
+  const int blocks = argmax_blocks(V);
+  launch_pdl(argmax_slice_kernel, dim3(blocks, static_cast<unsigned>(rows)), kArgmaxThreads, s, logits, V, partials);
+  ZINC_CUDA_LAUNCHED("argmax_slice");
+  launch_pdl(argmax_pick_kernel, static_cast<unsigned>(rows), 32, s, partials, blocks, ids);
+  ZINC_CUDA_LAUNCHED("argmax_pick");
 }
 
 }  // namespace zinc::cuda

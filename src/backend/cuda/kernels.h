@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "backend/backend.h"
 
@@ -17,6 +18,8 @@ namespace zinc::cuda {
 // (weight-bandwidth bound); matmul_tiled for larger n (tensor cores).
 inline constexpr int64_t kMatvecMaxTokens = 8;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
+// y[i] = x · w[i]ᵀ for n <= 8, in one launch per weight type (F32 weights join any).
+void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // out {d, n} = rows ids[i] of table {d, vocab}, dequantized.
 void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream_t s);
@@ -26,6 +29,9 @@ void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream
 enum class NormKind { Rms, L2 };
 void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
               int64_t rows, cudaStream_t s);
+// sum = a + b (sum may alias a or b), y = rms_norm(sum) * w.
+void add_rms_norm(const float* a, const float* b, const float* w, float eps, float* sum, float* y, int64_t d,
+                  int64_t rows, cudaStream_t s);
 // RopeParams' fields, with freq_factors ({n_rot/2} divisors, or null) as a device pointer.
 struct RopeArgs {
   int n_rot;
@@ -39,18 +45,37 @@ void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStr
 // g per element, or per row of length d when per_row.
 void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_t d, bool per_row, cudaStream_t s);
 void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t len, int64_t rows, cudaStream_t s);
-void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, cudaStream_t s);
+// argmax needs argmax_partials() floats of `partials` (each row split over many blocks).
+size_t argmax_partials(int64_t V, int64_t rows);
+void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, float* partials, cudaStream_t s);
 
 // Gated DeltaNet pieces (semantics in backend.h).
 void gdn_gates(const float* a, const float* b, const float* dt_bias, const float* a_neg, float* g, float* beta,
                int64_t H, int64_t count, cudaStream_t s);
 void causal_conv_silu(const float* x, const float* w, float* state, float* y, int64_t C, int64_t n, int64_t K,
                       cudaStream_t s);
+// Fused decode form of Backend::gdn_prepare for n <= kGdnPrepareMaxTokens (one
+// launch: conv + SiLU, split, per-head L2 norm of q and k, gates).
+inline constexpr int64_t kGdnPrepareMaxTokens = 8;
+struct GdnPrepareShape {
+  int64_t n_tokens, n_heads, n_k_heads, dk, dv, conv_kernel;
+};
+void gdn_prepare(const GdnPrepareShape& shape, const float* qkv, const float* conv_w, float* conv_state,
+                 const float* a, const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* q,
+                 float* k, float* v, float* g, float* beta, cudaStream_t s);
 struct DeltaRuleShape {
   int64_t n_tokens, n_heads, n_k_heads, dk, dv;
 };
 void gated_delta_rule(const DeltaRuleShape& shape, const float* q, const float* k, const float* v, const float* g,
                       const float* beta, float* state, float* y, cudaStream_t s);
+// The chunked form for prefill (kDeltaRuleChunkedMinTokens tokens and up, dk and dv
+// of 64 or 128); `scratch` holds delta_rule_chunked_scratch_floats() floats.
+inline constexpr int64_t kDeltaRuleChunkedMinTokens = 16;
+bool delta_rule_chunked_supported(const DeltaRuleShape& shape);
+size_t delta_rule_chunked_scratch_floats(const DeltaRuleShape& shape);
+void gated_delta_rule_chunked(const DeltaRuleShape& shape, const float* q, const float* k, const float* v,
+                              const float* g, const float* beta, float* state, float* y, float* scratch,
+                              cudaStream_t s);
 
 // Attention over F32 caches {D, Hkv, n_ctx}.
 void kv_store(const float* k, const float* v, float* k_cache, float* v_cache, const int32_t* pos, int64_t row,
@@ -62,6 +87,14 @@ struct AttentionShape {
 size_t attention_partials_floats(const AttentionShape& shape);
 void attention(const AttentionShape& shape, const float* q, const float* k_cache, const float* v_cache,
                const int32_t* pos, float scale, float* partials, float* y, cudaStream_t s);
+// Prefill form (tiles of queries sharing K/V tiles, tensor cores in f16) for
+// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256. On an H200
+// at the flagship's shape it beats the split-KV kernel from 32 queries at depth 8192
+// (from 128 at depth 0, where both take a few µs), by 16x at 512 queries.
+inline constexpr int64_t kAttentionPrefillMinTokens = 32;
+bool attention_prefill_supported(const AttentionShape& shape);
+void attention_prefill(const AttentionShape& shape, const float* q, const float* k_cache, const float* v_cache,
+                       const int32_t* pos, float scale, float* y, cudaStream_t s);
 
 // MoE. moe_route: ids/weights {k, n} from logits {E, n}. moe_ffn needs
 // moe_ffn_scratch_floats() floats of `act`.
@@ -70,5 +103,15 @@ void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormaliz
 size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k);
 void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
              const Tensor& weights, const Tensor& y, float* act, cudaStream_t s);
+// moe_ffn for n > kMatvecMaxTokens (moe_grouped.cu): pairs grouped by expert on the
+// GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
+// experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
+size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
+void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
+                     const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s);
+// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kMaxDotTokens (8);
+// gate_logit {n} may be null (no gate).
+void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const float* gate_logit, const Tensor& y,
+                       cudaStream_t s);
 
 }  // namespace zinc::cuda

@@ -1,22 +1,13 @@
-// matmul_tiled: y = x·wᵀ for many tokens on the tensor cores. A block computes a
-// 64 (weight rows) x 64 (tokens) tile: each k-step dequantizes a 64x32 weight tile
-// and loads a 64x32 activation tile into shared memory (f32), and 4 warps multiply
-// them with WMMA tf32 in the "3xTF32" split (a = hi + lo; hi·hi + hi·lo + lo·hi),
-// which keeps f32-level accuracy: the weights are read once per 64 tokens, so the
-// extra tensor-core work is cheap next to the dequantization.
-#include <mma.h>
-
-#include "backend/cuda/dequant.cuh"
+// matmul_tiled: y = x·wᵀ for many tokens on the tensor cores, through the tile
+// product of mma_tile.cuh: 128 weight rows x 64 tokens per block (32 when that
+// leaves too few blocks to fill the GPU), the weights dequantized to bf16 once per
+// token tile. F32 weights (routers, small gates) take the split hi + lo form with
+// 32-token tiles, which keeps f32-level accuracy.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_tile.cuh"
 
 namespace zinc::cuda {
 namespace {
-
-using namespace nvcuda;
-
-constexpr int kTileRows = 64, kTileTokens = 64, kTileK = 32;
-constexpr int kPad = 4;  // row stride 36 floats: fragment rows land in different banks, 32-byte aligned
-constexpr int kThreads = 128;
 
 struct TiledParams {
   const uint8_t* w;  // {in, out}
@@ -26,102 +17,51 @@ struct TiledParams {
   int in, out, n;
 };
 
-union TiledShared {
-  struct {
-    float w[kTileRows][kTileK + kPad];
-    float x[kTileTokens][kTileK + kPad];
-  } in;
-  float y[kTileTokens][kTileRows + kPad];  // the output tile, token-major like y
-};
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-
-template <class Frag>
-__device__ void split_tf32(Frag& hi, Frag& lo) {
+template <DType T, int BN, bool Split>
+__global__ void __launch_bounds__(mma::kThreads) matmul_mma_kernel(const __grid_constant__ TiledParams p) {
+  __shared__ __align__(16) mma::Smem<BN, Split> sh;
+  const int row0 = blockIdx.x * mma::kRows, tok0 = blockIdx.y * BN;
+  const mma::ARows a{{p.w + static_cast<size_t>(row0) * p.row_bytes,
+                      p.w + static_cast<size_t>(row0 + mma::kHalf) * p.row_bytes},
+                     p.row_bytes,
+                     {min(mma::kHalf, p.out - row0), min(mma::kHalf, p.out - row0 - mma::kHalf)}};
+  mma::BRows<float, BN> b;
 #pragma unroll
-  for (int i = 0; i < hi.num_elements; ++i) {
-    const float v = hi.x[i];
-    hi.x[i] = wmma::__float_to_tf32(v);
-    lo.x[i] = wmma::__float_to_tf32(v - hi.x[i]);
+  for (int i = 0; i < BN / mma::kRowsPerPass; ++i) {
+    const int t = tok0 + mma::load_row(i);
+    b.row[i] = t < p.n ? p.x + static_cast<int64_t>(t) * p.in : nullptr;
   }
+  float acc[2][BN / 16][4];
+  mma::tile_product<T, BN, Split>(sh, a, b, p.in, acc);
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int j = 0; j < BN / 16; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = row0 + mma::acc_row(s, i), t = tok0 + mma::acc_token<BN>(j, i);
+        if (r < p.out && t < p.n) p.y[static_cast<int64_t>(t) * p.out + r] = acc[s][j][i];
+      }
 }
 
-template <DType T>
-__global__ void __launch_bounds__(kThreads) matmul_tiled_kernel(const __grid_constant__ TiledParams p) {
-  __shared__ __align__(128) TiledShared sh;
-  const int row0 = blockIdx.x * kTileRows, tok0 = blockIdx.y * kTileTokens;
-  const int warp = threadIdx.x / 32, wr = (warp / 2) * 32, wt = (warp % 2) * 32;
-  FragC acc[2][2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-
-  for (int k0 = 0; k0 < p.in; k0 += kTileK) {
-    // Weight tile: 64 rows x 4 groups of 8, two groups per thread.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int idx = threadIdx.x + i * kThreads, r = idx / 4, e = k0 + (idx % 4) * 8;
-      float v[8] = {};
-      if (row0 + r < p.out && e < p.in) Dequant<T>::load8(p.w + static_cast<size_t>(row0 + r) * p.row_bytes, e, v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sh.in.w[r][(idx % 4) * 8 + j] = v[j];
-    }
-    // Activation tile: 64 tokens x 8 float4, four per thread.
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int idx = threadIdx.x + i * kThreads, t = idx / 8, e = k0 + (idx % 8) * 4;
-      float4 v = make_float4(0, 0, 0, 0);
-      if (tok0 + t < p.n && e < p.in) v = __ldg(reinterpret_cast<const float4*>(p.x + static_cast<int64_t>(tok0 + t) * p.in + e));
-      float* d = &sh.in.x[t][(idx % 8) * 4];
-      d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kTileK; kk += 8) {
-      FragA a_hi[2], a_lo[2];
-      FragB b_hi[2], b_lo[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        wmma::load_matrix_sync(a_hi[i], &sh.in.w[wr + 16 * i][kk], kTileK + kPad);
-        split_tf32(a_hi[i], a_lo[i]);
-        wmma::load_matrix_sync(b_hi[i], &sh.in.x[wt + 16 * i][kk], kTileK + kPad);
-        split_tf32(b_hi[i], b_lo[i]);
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          wmma::mma_sync(acc[i][j], a_lo[i], b_hi[j], acc[i][j]);
-          wmma::mma_sync(acc[i][j], a_hi[i], b_lo[j], acc[i][j]);
-          wmma::mma_sync(acc[i][j], a_hi[i], b_hi[j], acc[i][j]);
-        }
-    }
-    __syncthreads();
-  }
-  // C(row, token) stored column-major = token-major, as y is laid out.
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wmma::store_matrix_sync(&sh.y[wt + 16 * j][wr + 16 * i], acc[i][j], kTileRows + kPad, wmma::mem_col_major);
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < kTileRows * kTileTokens; idx += kThreads) {
-    const int t = idx / kTileRows, r = idx % kTileRows;
-    if (tok0 + t < p.n && row0 + r < p.out) p.y[static_cast<int64_t>(tok0 + t) * p.out + row0 + r] = sh.y[t][r];
-  }
+template <DType T, int BN, bool Split>
+void launch(const TiledParams& p, cudaStream_t s) {
+  matmul_mma_kernel<T, BN, Split><<<dim3(ceil_div(p.out, mma::kRows), ceil_div(p.n, BN)), mma::kThreads, 0, s>>>(p);
 }
 
 }  // namespace
 
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s) {
-  TiledParams p{static_cast<const uint8_t*>(w.data), w.row_bytes(), x.as<const float>(), y.as<float>(),
-                static_cast<int>(w.ne[0]), static_cast<int>(w.rows()), static_cast<int>(x.rows())};
-  const dim3 grid(ceil_div(p.out, kTileRows), ceil_div(p.n, kTileTokens));
+  const TiledParams p{static_cast<const uint8_t*>(w.data), w.row_bytes(), x.as<const float>(), y.as<float>(),
+                      static_cast<int>(w.ne[0]), static_cast<int>(w.rows()), static_cast<int>(x.rows())};
+  // 64-token tiles unless that leaves fewer than about two blocks per multiprocessor.
+  constexpr int64_t kWideTileMinBlocks = 256;
+  const bool wide = static_cast<int64_t>(ceil_div(p.out, mma::kRows)) * ceil_div(p.n, 64) >= kWideTileMinBlocks;
   dispatch_weight_type(w.type, [&](auto type) {
-    matmul_tiled_kernel<decltype(type)::value><<<grid, kThreads, 0, s>>>(p);
+    constexpr DType T = decltype(type)::value;
+    if constexpr (T == DType::F32) launch<T, 32, true>(p, s);
+    else if (wide) launch<T, 64, false>(p, s);
+    else launch<T, 32, false>(p, s);
   });
   ZINC_CUDA_LAUNCHED("matmul_tiled");
 }

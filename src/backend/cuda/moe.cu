@@ -18,6 +18,7 @@ constexpr int kPerLane = kMaxExperts / 32;
 // One warp per token; expert e is held by lane e % 32.
 __global__ void moe_route_kernel(const float* logits, int E, int n, int k, bool renormalize, int32_t* ids,
                                  float* weights) {
+  pdl_begin();
   const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (t >= n) return;
   const float* l = logits + static_cast<int64_t>(t) * E;
@@ -74,12 +75,18 @@ struct MoeParams {
   float* act;            // {ff, k, n}
   float* y;              // {d, n}
   int d, ff, E, k, n;
+  bool gate_up_staged, down_staged;  // see matvec.cuh
 };
 
-// grid (ff / 4, k · n): warp = one ff row of one (token, expert) pair.
+// grid (ff / 4, k · n): warp = one ff row of one (token, expert) pair, its gate and
+// up rows read together.
+constexpr int kGateUpGroups = 8;  // a 2048-wide row in one pass
+
 template <DType T>
 __global__ void __launch_bounds__(32 * kWarps) moe_gate_up_kernel(const __grid_constant__ MoeParams p) {
-  const int r = blockIdx.x * kWarps + threadIdx.x / 32, pair = blockIdx.y, t = pair / p.k;
+  pdl_begin();
+  __shared__ uint4 stage[kWarps][stage_vecs<T, 2, kGateUpGroups>()];
+  const int warp = threadIdx.x / 32, r = blockIdx.x * kWarps + warp, pair = blockIdx.y, t = pair / p.k;
   if (r >= p.ff) return;
   const int e = p.ids[pair];
   float* out = p.act + static_cast<int64_t>(pair) * p.ff + r;
@@ -88,32 +95,55 @@ __global__ void __launch_bounds__(32 * kWarps) moe_gate_up_kernel(const __grid_c
     return;
   }
   const size_t row = (static_cast<size_t>(e) * p.ff + r) * p.gate_row_bytes;
-  const float* x = p.x + static_cast<int64_t>(t) * p.d;
-  float g = 0, u = 0;
-  row_dot2_partial<T>(p.gate + row, p.up + row, p.d, x, g, u);
-  const float gs = warp_sum(g), us = warp_sum(u);
+  const uint8_t* rows[2] = {p.gate + row, p.up + row};
+  float acc[2][kMaxDotTokens] = {};
+  const DenseX x{p.x + static_cast<int64_t>(t) * p.d, 0};
+  rows_dot_auto<T, 2, kGateUpGroups>(p.gate_up_staged, rows, p.d, 0, 1, x, 1, acc, stage[warp]);
+  const float gs = warp_sum(acc[0][0]), us = warp_sum(acc[1][0]);
   if (threadIdx.x % 32 == 0) *out = silu(gs) * us;
 }
 
-// grid (d / 4, n): warp = one output element of one token, summed over its experts.
+// grid (d / kDownRows, n): a block computes kDownRows output rows of one token;
+// warp w takes the token's experts w, w + kDownWarps, ... (their rows are short:
+// ff elements), then the block sums the warps' weighted parts in a fixed order.
+constexpr int kDownWarps = 8, kDownRows = 4, kDownGroups = 2;
+
 template <DType T>
-__global__ void __launch_bounds__(32 * kWarps) moe_down_kernel(const __grid_constant__ MoeParams p) {
-  const int r = blockIdx.x * kWarps + threadIdx.x / 32, t = blockIdx.y;
-  if (r >= p.d) return;
-  // Lane partials of all k experts summed first (the warp sum is linear), so the
-  // experts' loads overlap instead of waiting on a reduction each.
-  float total = 0;
-#pragma unroll 4
-  for (int j = 0; j < p.k; ++j) {
+__global__ void __launch_bounds__(32 * kDownWarps) moe_down_kernel(const __grid_constant__ MoeParams p) {
+  pdl_begin();
+  __shared__ uint4 stage[kDownWarps][stage_vecs<T, kDownRows, kDownGroups>()];
+  __shared__ float part[kDownWarps][kDownRows];
+  const int warp = threadIdx.x / 32, r0 = blockIdx.x * kDownRows, t = blockIdx.y;
+  float sum[kDownRows] = {};
+  for (int j = warp; j < p.k; j += kDownWarps) {
     const int pair = t * p.k + j, e = p.ids[pair];
-    if (e < 0 || e >= p.E) continue;  // gate_up already poisoned this token's act
-    float acc[kMaxDotTokens] = {};
-    row_dot_partial<T>(p.down + (static_cast<size_t>(e) * p.d + r) * p.down_row_bytes, p.ff,
-                       p.act + static_cast<int64_t>(pair) * p.ff, 0, 1, acc);
-    total += p.weights[pair] * acc[0];
+    // A bad id reads expert 0 against its NaN act, so the token's output shows it.
+    const size_t ex = e >= 0 && e < p.E ? static_cast<size_t>(e) : 0;
+    const uint8_t* rows[kDownRows];
+    PerRowX<kDownRows> x;
+#pragma unroll
+    for (int i = 0; i < kDownRows; ++i) {
+      rows[i] = p.down + (ex * p.d + min(r0 + i, p.d - 1)) * p.down_row_bytes;
+      x.x[i] = p.act + static_cast<int64_t>(pair) * p.ff;
+    }
+    float acc[kDownRows][kMaxDotTokens] = {};
+    rows_dot_auto<T, kDownRows, kDownGroups>(p.down_staged, rows, p.ff, 0, 1, x, 1, acc, stage[warp]);
+    const float w = p.weights[pair];
+#pragma unroll
+    for (int i = 0; i < kDownRows; ++i) sum[i] += w * acc[i][0];
   }
-  total = warp_sum(total);
-  if (threadIdx.x % 32 == 0) p.y[static_cast<int64_t>(t) * p.d + r] = total;
+#pragma unroll
+  for (int i = 0; i < kDownRows; ++i) {
+    const float s = warp_sum(sum[i]);
+    if (threadIdx.x % 32 == 0) part[warp][i] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < kDownRows && r0 + static_cast<int>(threadIdx.x) < p.d) {
+    float total = 0;
+#pragma unroll
+    for (int w = 0; w < kDownWarps; ++w) total += part[w][threadIdx.x];
+    p.y[static_cast<int64_t>(t) * p.d + r0 + threadIdx.x] = total;
+  }
 }
 
 }  // namespace
@@ -121,8 +151,8 @@ __global__ void __launch_bounds__(32 * kWarps) moe_down_kernel(const __grid_cons
 void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormalize, int32_t* ids, float* weights,
                cudaStream_t s) {
   if (E > kMaxExperts || k > 32) throw std::invalid_argument("cuda moe_route: more than 512 experts or 32 chosen");
-  moe_route_kernel<<<ceil_div(n, 4), 128, 0, s>>>(logits, static_cast<int>(E), static_cast<int>(n), k, renormalize,
-                                                  ids, weights);
+  launch_pdl(moe_route_kernel, ceil_div(n, 4), 128, s, logits, static_cast<int>(E), static_cast<int>(n), k,
+             renormalize, ids, weights);
   ZINC_CUDA_LAUNCHED("moe_route");
 }
 
@@ -145,16 +175,18 @@ void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor
               static_cast<int>(down.ne[0]),
               static_cast<int>(gate.ne[2]),
               static_cast<int>(ids.ne[0]),
-              static_cast<int>(x.rows())};
+              static_cast<int>(x.rows()),
+              stageable(gate.data, gate.row_bytes(), gate.ne[0]) && stageable(up.data, up.row_bytes(), up.ne[0]),
+              stageable(down.data, down.row_bytes(), down.ne[0])};
   if (static_cast<int64_t>(p.k) * p.n > 65535) throw std::invalid_argument("cuda moe_ffn: over 65535 (token, expert) pairs");
   const dim3 gate_grid(ceil_div(p.ff, kWarps), static_cast<unsigned>(p.k * p.n));
   dispatch_weight_type(gate.type, [&](auto type) {
-    moe_gate_up_kernel<decltype(type)::value><<<gate_grid, 32 * kWarps, 0, s>>>(p);
+    launch_pdl(moe_gate_up_kernel<decltype(type)::value>, gate_grid, 32 * kWarps, s, p);
   });
   ZINC_CUDA_LAUNCHED("moe_gate_up");
-  const dim3 down_grid(ceil_div(p.d, kWarps), static_cast<unsigned>(p.n));
+  const dim3 down_grid(ceil_div(p.d, kDownRows), static_cast<unsigned>(p.n));
   dispatch_weight_type(down.type, [&](auto type) {
-    moe_down_kernel<decltype(type)::value><<<down_grid, 32 * kWarps, 0, s>>>(p);
+    launch_pdl(moe_down_kernel<decltype(type)::value>, down_grid, 32 * kDownWarps, s, p);
   });
   ZINC_CUDA_LAUNCHED("moe_down");
 }

@@ -1,0 +1,287 @@
+// Causal GQA attention for prefill (many queries), flash-attention style over the F32
+// caches {D, Hkv, n_ctx}. A block takes 64 query rows of one KV head, where row r is
+// (token r / G, query head r % G of the group) with G = Hq / Hkv, so all the heads of a
+// group share each K/V tile the block brings in. Tiles of 32 keys are copied in f32
+// (cp.async, the next tile's copy overlapping this tile's math) and converted to f16
+// in shared memory; Q Kᵀ and P V run on tensor cores (mma m16n8k16, f16 in, f32
+// accumulate) with an online softmax in f32. Q and K are each split into an f16
+// value and an f16 remainder, S = Qh Kh + Qh Kl + Ql Kh: plain f16 scores flipped a
+// near tie in a tiny test model's prefill (gpu-check), and the split costs about 25%.
+// Positions are read on the device: row r sees keys 0..pos[t], and the block walks
+// the keys up to its rows' largest position.
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace zinc::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // query rows per block, 16 per warp
+constexpr int kKeys = 32;           // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct PrefillParams {
+  const float* q;      // {D, Hq, n}
+  const float* kc;     // {D, Hkv, n_ctx}
+  const float* vc;
+  const int32_t* pos;  // {n}
+  float* y;            // {D, Hq, n}
+  float scale;
+  int Hq, Hkv, n, n_ctx;
+};
+
+template <int D>
+struct Smem {
+  __half q[kRows][D + 8];  // 16 bytes of padding: ldmatrix rows hit distinct banks
+  __half q_lo[kRows][D + 8];
+  __half k[kKeys][D + 8];
+  __half k_lo[kKeys][D + 8];
+  __half v[kKeys][D + 8];
+  float k_staged[kKeys][D];  // the next tile as it arrives
+  float v_staged[kKeys][D];
+  int row_pos[kRows];        // last key each row sees, -1 for padding rows
+  int block_end[kWarps];
+};
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// Four floats as f16 (hi) and the f16 of what that rounding lost (lo).
+__device__ __forceinline__ void split_half4(float4 x, uint2& hi, uint2& lo) {
+  const __half2 a = __floats2half2_rn(x.x, x.y), b = __floats2half2_rn(x.z, x.w);
+  const float2 fa = __half22float2(a), fb = __half22float2(b);
+  hi = make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+  lo = make_uint2(pack_half2(x.x - fa.x, x.y - fa.y), pack_half2(x.z - fb.x, x.w - fb.y));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Starts copying rows [s0, s0 + kKeys) of one KV head of both caches; rows at or past
+// `end` become zeros.
+template <int D>
+__device__ __forceinline__ void stage_tile(Smem<D>& sh, const PrefillParams& p, int kvh, int s0, int end) {
+  constexpr int kVec = D / 4;
+#pragma unroll 4
+  for (int e = threadIdx.x; e < kKeys * kVec; e += kThreads) {
+    const int i = e / kVec, c4 = e % kVec * 4;
+    const bool valid = s0 + i < end;
+    const int64_t at = valid ? ((static_cast<int64_t>(s0) + i) * p.Hkv + kvh) * D + c4 : 0;
+    cp_async16(&sh.k_staged[i][c4], p.kc + at, valid);
+    cp_async16(&sh.v_staged[i][c4], p.vc + at, valid);
+  }
+}
+// The staged tile as f16.
+template <int D>
+__device__ __forceinline__ void convert_tile(Smem<D>& sh) {
+  constexpr int kVec = D / 4;
+#pragma unroll 4
+  for (int e = threadIdx.x; e < kKeys * kVec; e += kThreads) {
+    const int i = e / kVec, c4 = e % kVec * 4;
+    const float4 k = *reinterpret_cast<const float4*>(&sh.k_staged[i][c4]);
+    const float4 v = *reinterpret_cast<const float4*>(&sh.v_staged[i][c4]);
+    split_half4(k, *reinterpret_cast<uint2*>(&sh.k[i][c4]), *reinterpret_cast<uint2*>(&sh.k_lo[i][c4]));
+    *reinterpret_cast<uint2*>(&sh.v[i][c4]) = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __grid_constant__ PrefillParams p) {
+  extern __shared__ float4 smem_raw[];
+  auto& sh = *reinterpret_cast<Smem<D>*>(smem_raw);
+  const int G = p.Hq / p.Hkv, kvh = blockIdx.y, r0 = blockIdx.x * kRows;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, qg = lane / 4, qc = lane % 4;
+
+  // Queries, pre-scaled so the softmax can use exp2.
+  const float qscale = p.scale * kLog2e;
+  constexpr int kVec = D / 4;
+  for (int e = threadIdx.x; e < kRows * kVec; e += kThreads) {
+    const int r = e / kVec, c4 = e % kVec * 4, row = r0 + r;
+    float4 v = make_float4(0, 0, 0, 0);
+    if (row < p.n * G) {
+      const int t = row / G, h = kvh * G + row % G;
+      v = __ldg(reinterpret_cast<const float4*>(p.q + (static_cast<int64_t>(t) * p.Hq + h) * D + c4));
+    }
+    split_half4(make_float4(v.x * qscale, v.y * qscale, v.z * qscale, v.w * qscale),
+                *reinterpret_cast<uint2*>(&sh.q[r][c4]), *reinterpret_cast<uint2*>(&sh.q_lo[r][c4]));
+  }
+  if (threadIdx.x < kRows) {
+    const int row = r0 + threadIdx.x;
+    const int last = row < p.n * G ? min(p.pos[row / G], p.n_ctx - 1) : -1;
+    sh.row_pos[threadIdx.x] = last;
+    const int m = __reduce_max_sync(0xffffffffu, last);
+    if (lane == 0) sh.block_end[warp] = m + 1;
+  }
+  __syncthreads();
+  int end = 0;
+#pragma unroll
+  for (int w = 0; w < kRows / 32; ++w) end = max(end, sh.block_end[w]);
+  const int my_pos[2] = {sh.row_pos[16 * warp + qg], sh.row_pos[16 * warp + qg + 8]};
+
+  float acc[D / 8][4] = {};
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0, 0};
+  stage_tile(sh, p, kvh, 0, end);
+  for (int s0 = 0; s0 < end; s0 += kKeys) {
+    cp_async_wait_all();
+    __syncthreads();  // the tile has arrived, and every warp is done with the previous one
+    convert_tile(sh);
+    __syncthreads();
+    if (s0 + kKeys < end) stage_tile(sh, p, kvh, s0 + kKeys, end);
+
+    // S = Q Kᵀ for this warp's 16 rows and the tile's 64 keys.
+    float s[kKeys / 8][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t a[4], a_lo[4];
+      ldmatrix_x4(a, &sh.q[16 * warp + lane % 16][k0 + (lane / 16) * 8]);
+      ldmatrix_x4(a_lo, &sh.q_lo[16 * warp + lane % 16][k0 + (lane / 16) * 8]);
+#pragma unroll
+      for (int jb = 0; jb < kKeys / 16; ++jb) {
+        uint32_t b[4], b_lo[4];  // keys 16jb..: b0, b1 of n-tile 2jb, then of 2jb+1
+        const int key = 16 * jb + (lane & 7) + ((lane >> 4) << 3), dim = k0 + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(b, &sh.k[key][dim]);
+        ldmatrix_x4(b_lo, &sh.k_lo[key][dim]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mma_f16(s[2 * jb + h], a_lo, b[2 * h], b[2 * h + 1]);
+          mma_f16(s[2 * jb + h], a, b_lo[2 * h], b_lo[2 * h + 1]);
+          mma_f16(s[2 * jb + h], a, b[2 * h], b[2 * h + 1]);
+        }
+      }
+    }
+
+    // Mask, then the online softmax (each row's 64 scores sit in the 4 lanes of a quad).
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = s0 + 8 * j + 2 * qc + e % 2;
+        if (key > my_pos[e / 2]) s[j][e] = -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
+      }
+    float base[2], corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float m_new = fmaxf(m_run[r], tile_max[r]);
+      base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet keeps zeros
+      corr[r] = exp2f(m_run[r] - base[r]);
+      m_run[r] = m_new;
+      l_run[r] *= corr[r];
+    }
+    uint32_t pa[kKeys / 16][4];
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j) {
+      float pr[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pr[e] = exp2f(s[j][e] - base[e / 2]);
+        l_run[e / 2] += pr[e];
+      }
+      // The C layout of two adjacent n-tiles is the A layout of one k-step of P V.
+      pa[j / 2][(j % 2) * 2 + 0] = pack_half2(pr[0], pr[1]);
+      pa[j / 2][(j % 2) * 2 + 1] = pack_half2(pr[2], pr[3]);
+    }
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] *= corr[e / 2];
+
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+      for (int d0 = 0; d0 < D; d0 += 16) {
+        uint32_t b[4];  // dims d0..: b0, b1 of n-tile d0/8, then of d0/8 + 1
+        ldmatrix_x4_trans(b, &sh.v[16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8][d0 + (lane >> 4) * 8]);
+        mma_f16(acc[d0 / 8], pa[kk], b[0], b[1]);
+        mma_f16(acc[d0 / 8 + 1], pa[kk], b[2], b[3]);
+      }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = r0 + 16 * warp + qg + 8 * r;
+    if (my_pos[r] < 0) continue;
+    const int t = row / G, h = kvh * G + row % G;
+    float* out = p.y + (static_cast<int64_t>(t) * p.Hq + h) * D;
+    const float inv = 1.0f / l_run[r];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<float2*>(out + 8 * j + 2 * qc) = make_float2(acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
+  }
+}
+
+template <int D>
+void launch(const PrefillParams& p, cudaStream_t s) {
+  constexpr size_t kBytes = sizeof(Smem<D>);
+  static const bool attribute_set = [] {
+    ZINC_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kBytes)));
+    return true;
+  }();
+  (void)attribute_set;
+  const dim3 grid(ceil_div(static_cast<int64_t>(p.n) * (p.Hq / p.Hkv), kRows), p.Hkv);
+  attention_prefill_kernel<D><<<grid, kThreads, kBytes, s>>>(p);
+  ZINC_CUDA_LAUNCHED("attention_prefill");
+}
+
+}  // namespace
+
+bool attention_prefill_supported(const AttentionShape& s) {
+  return s.n_tokens >= kAttentionPrefillMinTokens && (s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256);
+}
+
+void attention_prefill(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+                       const int32_t* pos, float scale, float* y, cudaStream_t st) {
+  const PrefillParams p{q,
+                        k_cache,
+                        v_cache,
+                        pos,
+                        y,
+                        scale,
+                        static_cast<int>(s.n_head),
+                        static_cast<int>(s.n_head_kv),
+                        static_cast<int>(s.n_tokens),
+                        static_cast<int>(s.n_ctx)};
+  switch (s.head_dim) {
+    case 64: launch<64>(p, st); break;
+    case 128: launch<128>(p, st); break;
+    case 256: launch<256>(p, st); break;
+    default: throw std::invalid_argument("cuda attention_prefill: head_dim must be 64, 128 or 256");
+  }
+}
+
+}  // namespace zinc::cuda

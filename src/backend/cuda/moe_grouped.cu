@@ -1,0 +1,246 @@
+// Mixture of experts for batches (n > kMatvecMaxTokens): the (token, slot) pairs
+// are grouped by expert on the GPU, so every expert's weights are read and
+// dequantized once per 32 of its tokens instead of once per token.
+//
+//   1. x -> bf16 once (each token row is read by its k experts).
+//   2. One block counts the pairs per expert, scans the counts (pair offsets and
+//      32-token tile offsets per expert) and scatters the pair indices into expert
+//      order. Integer atomics only: the order of pairs within an expert may vary
+//      between runs, but every output element is computed by the same operations
+//      whatever its column, so results are bitwise repeatable.
+//   3. One launch for gate + up over all experts' tiles (grid.y = an upper bound on
+//      the tile count; spare blocks exit), the tensor-core tile product of
+//      mma_tile.cuh with gate rows and up rows in one tile and SwiGLU in the
+//      epilogue; act is stored as bf16 in expert order.
+//   4. One launch for down, writing each pair's output row.
+//   5. Combine in token order: y[t] = sum over slots j (fixed order) of w[t, j] · out[t, j].
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_tile.cuh"
+
+namespace zinc::cuda {
+namespace {
+
+constexpr int kTokens = 32;  // tokens of one expert per tile
+constexpr int kGroupThreads = 1024;
+constexpr int kMaxExperts = kGroupThreads;
+
+struct Scratch {
+  __nv_bfloat16* xb;      // {d, n}
+  __nv_bfloat16* act;     // {ff, pairs} in expert order
+  float* out;             // {d, pairs} in pair order (token · k + slot)
+  int32_t* sorted;        // pair indices in expert order
+  int32_t* offset;        // {E + 1}: first sorted position of each expert
+  int32_t* tile_offset;   // {E + 1}: first tile of each expert
+};
+
+size_t round_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
+// The scratch pieces in order; with base null only the total size is meaningful.
+Scratch carve(void* base, int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E, size_t* total) {
+  const int64_t pairs = n * k;
+  char* p = static_cast<char*>(base);
+  size_t used = 0;
+  auto take = [&](size_t bytes) {
+    char* at = p + used;
+    used += round_up(bytes);
+    return at;
+  };
+  Scratch s;
+  s.xb = reinterpret_cast<__nv_bfloat16*>(take(sizeof(__nv_bfloat16) * d * n));
+  s.act = reinterpret_cast<__nv_bfloat16*>(take(sizeof(__nv_bfloat16) * ff * pairs));
+  s.out = reinterpret_cast<float*>(take(sizeof(float) * d * pairs));
+  s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * pairs));
+  s.offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
+  s.tile_offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
+  if (total) *total = used;
+  return s;
+}
+
+__global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t groups) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= groups) return;
+  const float4 a = reinterpret_cast<const float4*>(x)[2 * i], b = reinterpret_cast<const float4*>(x)[2 * i + 1];
+  reinterpret_cast<uint4*>(y)[i] = make_uint4(mma::pack_bf16(a.x, a.y), mma::pack_bf16(a.z, a.w),
+                                              mma::pack_bf16(b.x, b.y), mma::pack_bf16(b.z, b.w));
+}
+
+// One block: counts, scans and the scatter into expert order. Bad ids join no expert.
+__global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const int32_t* ids, int pairs, int E,
+                                                                        int32_t* offset, int32_t* tile_offset,
+                                                                        int32_t* sorted) {
+  using Scan = cub::BlockScan<int, kGroupThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int count[kMaxExperts];
+  const int tid = threadIdx.x;
+  count[tid] = 0;
+  __syncthreads();
+  for (int p = tid; p < pairs; p += kGroupThreads) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  const int c = tid < E ? count[tid] : 0;
+  int first = 0, first_tile = 0, total = 0, total_tiles = 0;
+  Scan(scan).ExclusiveSum(c, first, total);
+  __syncthreads();
+  Scan(scan).ExclusiveSum((c + kTokens - 1) / kTokens, first_tile, total_tiles);
+  if (tid < E) offset[tid] = first, tile_offset[tid] = first_tile, count[tid] = first;  // count: next free slot
+  if (tid == 0) offset[E] = total, tile_offset[E] = total_tiles;
+  __syncthreads();
+  for (int p = tid; p < pairs; p += kGroupThreads) {
+    const int e = ids[p];
+    if (e >= 0 && e < E) sorted[atomicAdd(&count[e], 1)] = p;
+  }
+}
+
+struct GroupedParams {
+  const uint8_t* gate;  // {d, ff, E}
+  const uint8_t* up;
+  const uint8_t* down;  // {ff, d, E}
+  size_t gate_row_bytes, down_row_bytes;
+  Scratch s;
+  int d, ff, E, k;
+};
+
+// This block's tile (blockIdx.y): its expert, first sorted position and token count.
+struct Tile {
+  int expert, pos0, count;
+};
+__device__ bool find_tile(const GroupedParams& p, Tile& t) {
+  const int tile = blockIdx.y;
+  if (tile >= p.s.tile_offset[p.E]) return false;
+  int lo = 0, hi = p.E - 1;  // the last expert whose first tile is <= tile owns it
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.s.tile_offset[mid] <= tile) lo = mid;
+    else hi = mid - 1;
+  }
+  t.expert = lo;
+  t.pos0 = p.s.offset[lo] + (tile - p.s.tile_offset[lo]) * kTokens;
+  t.count = min(kTokens, p.s.offset[lo + 1] - t.pos0);
+  return true;
+}
+
+// grid (ff / 64, tiles): 64 gate rows and the same 64 up rows of one expert.
+template <DType T>
+__global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __grid_constant__ GroupedParams p) {
+  __shared__ __align__(16) mma::Smem<kTokens, false> sh;
+  Tile t;
+  if (!find_tile(p, t)) return;
+  const int r0 = blockIdx.x * mma::kHalf, valid = min(mma::kHalf, p.ff - r0);
+  const size_t first = (static_cast<size_t>(t.expert) * p.ff + r0) * p.gate_row_bytes;
+  const mma::ARows a{{p.gate + first, p.up + first}, p.gate_row_bytes, {valid, valid}};
+  mma::BRows<__nv_bfloat16, kTokens> b;
+#pragma unroll
+  for (int i = 0; i < kTokens / mma::kRowsPerPass; ++i) {
+    const int j = mma::load_row(i);
+    b.row[i] = j < t.count ? p.s.xb + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d : nullptr;
+  }
+  float acc[2][kTokens / 16][4];
+  mma::tile_product<T, kTokens, false>(sh, a, b, p.d, acc);
+#pragma unroll
+  for (int j = 0; j < kTokens / 16; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = mma::acc_row(0, i), tok = mma::acc_token<kTokens>(j, i);
+      if (tok < t.count && r < valid)
+        p.s.act[static_cast<size_t>(t.pos0 + tok) * p.ff + r0 + r] = __float2bfloat16(silu(acc[0][j][i]) * acc[1][j][i]);
+    }
+}
+
+// grid (d / 128, tiles): 128 down rows of one expert; each pair's row of `out`.
+template <DType T>
+__global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __grid_constant__ GroupedParams p) {
+  __shared__ __align__(16) mma::Smem<kTokens, false> sh;
+  Tile t;
+  if (!find_tile(p, t)) return;
+  const int r0 = blockIdx.x * mma::kRows;
+  const uint8_t* first = p.down + (static_cast<size_t>(t.expert) * p.d + r0) * p.down_row_bytes;
+  const mma::ARows a{{first, first + mma::kHalf * p.down_row_bytes},
+                     p.down_row_bytes,
+                     {min(mma::kHalf, p.d - r0), min(mma::kHalf, p.d - r0 - mma::kHalf)}};
+  mma::BRows<__nv_bfloat16, kTokens> b;
+#pragma unroll
+  for (int i = 0; i < kTokens / mma::kRowsPerPass; ++i) {
+    const int j = mma::load_row(i);
+    b.row[i] = j < t.count ? p.s.act + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
+  }
+  float acc[2][kTokens / 16][4];
+  mma::tile_product<T, kTokens, false>(sh, a, b, p.ff, acc);
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int j = 0; j < kTokens / 16; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = r0 + mma::acc_row(s, i), tok = mma::acc_token<kTokens>(j, i);
+        if (tok < t.count && r < p.d) p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[s][j][i];
+      }
+}
+
+// y[t] = sum over slots j in order of w[t, j] · out[t · k + j]; a bad id makes the row NaN.
+__global__ void combine_kernel(const float* out, const int32_t* ids, const float* weights, float* y, int d, int k,
+                               int E, int64_t quads) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= quads) return;
+  const int64_t t = 4 * i / d, col = 4 * i % d;
+  float4 sum = make_float4(0, 0, 0, 0);
+  for (int j = 0; j < k; ++j) {
+    const int64_t pair = t * k + j;
+    const int e = ids[pair];
+    const float w = e >= 0 && e < E ? weights[pair] : __int_as_float(0x7fc00000);
+    const float4 v = e >= 0 && e < E ? *reinterpret_cast<const float4*>(out + pair * d + col) : make_float4(1, 1, 1, 1);
+    sum.x += w * v.x, sum.y += w * v.y, sum.z += w * v.z, sum.w += w * v.w;
+  }
+  reinterpret_cast<float4*>(y)[i] = sum;
+}
+
+}  // namespace
+
+size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E) {
+  size_t total = 0;
+  carve(nullptr, d, ff, n, k, E, &total);
+  return total;
+}
+
+void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
+                     const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s) {
+  const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2], ff = down.ne[0], pairs = n * k;
+  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
+  if (E > kMaxExperts) throw std::invalid_argument("cuda moe_ffn: more than 1024 experts");
+  GroupedParams p{static_cast<const uint8_t*>(gate.data),
+                  static_cast<const uint8_t*>(up.data),
+                  static_cast<const uint8_t*>(down.data),
+                  gate.row_bytes(),
+                  down.row_bytes(),
+                  carve(scratch, d, ff, n, k, E, nullptr),
+                  static_cast<int>(d),
+                  static_cast<int>(ff),
+                  static_cast<int>(E),
+                  static_cast<int>(k)};
+  to_bf16_kernel<<<ceil_div(d * n / 8, 256), 256, 0, s>>>(x.as<const float>(), p.s.xb, d * n / 8);
+  ZINC_CUDA_LAUNCHED("moe_to_bf16");
+  group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E,
+                                                     p.s.offset, p.s.tile_offset, p.s.sorted);
+  ZINC_CUDA_LAUNCHED("moe_group_by_expert");
+  // Each expert with tokens has at most one partial tile.
+  const int max_tiles = ceil_div(pairs, kTokens) + static_cast<int>(std::min(E, pairs));
+  dispatch_weight_type(gate.type, [&](auto type) {
+    grouped_gate_up_kernel<decltype(type)::value>
+        <<<dim3(ceil_div(ff, mma::kHalf), max_tiles), mma::kThreads, 0, s>>>(p);
+  });
+  ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
+  dispatch_weight_type(down.type, [&](auto type) {
+    grouped_down_kernel<decltype(type)::value><<<dim3(ceil_div(d, mma::kRows), max_tiles), mma::kThreads, 0, s>>>(p);
+  });
+  ZINC_CUDA_LAUNCHED("moe_grouped_down");
+  combine_kernel<<<ceil_div(d * n / 4, 256), 256, 0, s>>>(p.s.out, ids.as<const int32_t>(), weights.as<const float>(),
+                                                          y.as<float>(), p.d, p.k, p.E, d * n / 4);
+  ZINC_CUDA_LAUNCHED("moe_combine");
+}
+
+}  // namespace zinc::cuda
