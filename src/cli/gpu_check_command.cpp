@@ -306,12 +306,13 @@ void check_attention_prefill(Checker& c) {
         auto q = c.f32({D, Hq, n}, c.randn(D * Hq * n));
         auto y = c.out({D, Hq, n});
         c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
+        const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
+                                 " past=" + std::to_string(past) + " n=" + std::to_string(n);
+        c.report("kv_store " + name, c.rel_err(kc) + c.rel_err(vc), 0);
         const float scale = 1.0f / std::sqrt(static_cast<float>(D));
         c.cpu().attention(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, y.cpu);
         c.gpu().attention(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, y.gpu);
-        c.report("attention D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
-                     " past=" + std::to_string(past) + " n=" + std::to_string(n),
-                 c.rel_err(y), n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4);
+        c.report("attention " + name, c.rel_err(y), n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4);
       }
 }
 
@@ -440,22 +441,6 @@ void check_ops(Checker& c) {
     c.gpu().gated_delta_rule(q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu, st.gpu, dy.gpu);
     c.report("gated_delta_rule y" + sn, c.rel_err(dy), 1e-3);
     c.report("gated_delta_rule state" + sn, c.rel_err(st), 1e-3);
-
-    // Attention: n new tokens after 100 cached ones (GQA 6 query heads on 2 KV heads).
-    const int64_t D = 128, Hq = 6, Hkv = 2, n_ctx = 700, past = 100;
-    auto kc = c.f32({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f32({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
-    auto kn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n)), vn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
-    std::vector<int32_t> apos(n);
-    for (int64_t i = 0; i < n; ++i) apos[i] = static_cast<int32_t>(past + i);
-    auto ap = c.i32({n}, apos);
-    auto aq = c.f32({D, Hq, n}, c.randn(D * Hq * n));
-    auto ay = c.out({D, Hq, n});
-    c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, ap.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, ap.gpu);
-    c.report("kv_store" + sn, c.rel_err(kc) + c.rel_err(vc), 0);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    c.cpu().attention(aq.cpu, kc.cpu, vc.cpu, ap.cpu, scale, ay.cpu);
-    c.gpu().attention(aq.gpu, kc.gpu, vc.gpu, ap.gpu, scale, ay.gpu);
-    c.report("attention" + sn, c.rel_err(ay), n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4);
 
     // MoE: routing, then the experts in the benchmark file's types and two others.
     const int64_t E = 16, kk = 4, dm = 256, ffe = 256;
