@@ -20,5 +20,8 @@ void add_template_command(CLI::App& app);    // render a chat template
 void add_run_command(CLI::App& app);         // one prompt in, a reply out
 void add_chat_command(CLI::App& app);        // interactive conversation
 #endif
+#ifdef ZINC_WITH_SERVER
+void add_serve_command(CLI::App& app);  // OpenAI-compatible HTTP server
+#endif
 
 }  // namespace zinc::cli

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   zinc::cli::add_run_command(app);
   zinc::cli::add_chat_command(app);
 #endif
+#ifdef ZINC_WITH_SERVER
+  zinc::cli::add_serve_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -100,7 +100,9 @@ struct Engine::Impl {
     r->submitted = Clock::now();
     r->stats.prompt_tokens = n;
     std::lock_guard lock(mu);
-    if (static_cast<int64_t>(waiting.size()) >= options.max_queue)
+    // Requests in slots or about to take one do not count against the queue.
+    const int64_t queued = static_cast<int64_t>(waiting.size()) + metrics.requests_running - options.n_parallel;
+    if (queued >= options.max_queue)
       throw QueueFull("the queue is full (" + std::to_string(options.max_queue) + " requests waiting)");
     r->id = ++last_id;
     const uint64_t id = r->id;
@@ -138,6 +140,7 @@ struct Engine::Impl {
         for (size_t free = count_free(); free > 0 && !waiting.empty(); --free) {
           admitted.push_back(std::move(waiting.front()));
           waiting.pop_front();
+          ++metrics.requests_running;
         }
         metrics.requests_waiting = static_cast<int64_t>(waiting.size());
       }
@@ -181,7 +184,6 @@ struct Engine::Impl {
     for (int32_t t : prompt) r->sampler->accept(t);
     s.request = std::move(r);
     std::lock_guard lock(mu);
-    ++metrics.requests_running;
     metrics.cached_tokens_total += cached;
   }
 
@@ -275,7 +277,9 @@ struct Engine::Impl {
       ++metrics.generated_tokens_total;
     }
     if (!r.callbacks.on_token(ev)) return finish(s, FinishReason::Stopped, "");
-    if (r.stats.generated_tokens >= r.options.max_tokens || s.seq.n_past >= s.seq.n_ctx)
+    // The sequence holds the prompt and all but this token: stop when prompt and
+    // reply together fill the context.
+    if (r.stats.generated_tokens >= r.options.max_tokens || s.seq.n_past + 1 >= s.seq.n_ctx)
       return finish(s, FinishReason::Length, "");
     s.tokens.push_back(ev.token);
   }

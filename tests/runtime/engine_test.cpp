@@ -283,18 +283,42 @@ TEST_P(EngineTest, StopCancelAndQueueLimit) {
   engine.cancel(id);
   EXPECT_EQ(busy.wait().reason, FinishReason::Cancelled);
   EXPECT_EQ(queued.wait().reason, FinishReason::Length);
-  // max_tokens far beyond the context ends at the context.
+  // max_tokens far beyond the context ends when prompt and reply fill it.
   Collector huge;
   engine.submit(request(prompt, 0, 1000000000), huge.callbacks());
   o = huge.wait();
   EXPECT_EQ(o.reason, FinishReason::Length);
-  EXPECT_EQ(static_cast<int64_t>(o.tokens.size()), 64 - 4 + 1);
+  EXPECT_EQ(static_cast<int64_t>(o.tokens.size()), 64 - 4);
   // Bad prompts are refused up front.
   EXPECT_THROW(engine.submit(request({}, 0, 2), refused.callbacks()), std::invalid_argument);
   EXPECT_THROW(engine.submit(request(make_prompt(*l.model, 64, 2), 0, 2), refused.callbacks()),
                std::invalid_argument);
   EXPECT_THROW(engine.submit(request({static_cast<int32_t>(l.model->n_vocab())}, 0, 2), refused.callbacks()),
                std::invalid_argument);
+}
+
+// A burst counts free slots as room: n_parallel + max_queue requests submitted at
+// once are all accepted, one more is refused.
+TEST_P(EngineTest, BurstFillsSlotsBeforeTheQueue) {
+  Loaded l = load(GetParam(), "tiny");
+  EngineOptions opt;
+  opt.n_parallel = 4;
+  opt.n_ctx = 64;
+  opt.prefix_block = 16;
+  opt.step_tokens = 20;
+  opt.max_queue = 2;
+  Engine engine(*l.model, *l.backend, opt);
+  const auto prompt = make_prompt(*l.model, 4, 1);
+  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    ids.push_back(engine.submit(request(prompt, 0, 1000), cs.back()->callbacks()));
+  }
+  Collector extra;
+  EXPECT_THROW(engine.submit(request(prompt, 0, 1000), extra.callbacks()), QueueFull);
+  for (uint64_t id : ids) engine.cancel(id);
+  for (auto& c : cs) c->wait();
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineTest, ::testing::Values("qwen35moe", "llama"));

@@ -1,0 +1,68 @@
+// OpenAI request bodies (chat completions, completions), checked and turned into
+// what the server needs. Every type or range error throws ApiError 400 naming the
+// field; unknown fields are ignored (clients send extras such as "user").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sample/sampler.h"
+
+namespace zinc::server {
+
+using Json = nlohmann::ordered_json;
+
+// What `zinc serve` options set for requests that do not say.
+struct ServerDefaults {
+  std::string model_id;
+  SamplerParams sampling;
+  std::optional<bool> enable_thinking;  // unset: the template's own default
+  int64_t thinking_budget = -1;         // -1: unlimited
+};
+
+struct GenerationParams {
+  SamplerParams sampling;
+  bool seed_given = false;
+  std::optional<int64_t> max_tokens;  // unset: until the context is full
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int top_logprobs = -1;       // -1: no logprobs; 0..20
+  // DRY sequence breakers as text (dry_sequence_breakers); the server maps them to
+  // tokens. The other DRY fields go straight into `sampling`.
+  std::vector<std::string> dry_breakers;
+  bool dry_breakers_given = false;
+};
+
+enum class ToolChoice { None, Auto, Required, Named };
+enum class ResponseFormat { Text, JsonObject, JsonSchema };
+
+struct ChatRequest {
+  GenerationParams gen;
+  Json messages;  // normalised for the chat template (see api_request.cpp)
+  Json tools;     // null when none
+  ToolChoice tool_choice = ToolChoice::None;
+  std::string tool_name;                         // ToolChoice::Named
+  std::map<std::string, nlohmann::json> tool_parameters;  // function name -> parameters schema
+  ResponseFormat format = ResponseFormat::Text;
+  nlohmann::json schema;  // ResponseFormat::JsonSchema
+  Json template_kwargs = Json::object();  // chat_template_kwargs, enable_thinking resolved
+  bool thinking = false;                   // enable_thinking as rendered
+  int64_t thinking_budget = -1;
+};
+
+struct CompletionRequest {
+  GenerationParams gen;
+  std::optional<std::string> prompt_text;
+  std::vector<int32_t> prompt_tokens;  // when the prompt is given as token ids
+};
+
+ChatRequest parse_chat_request(const Json& body, const ServerDefaults& defaults);
+CompletionRequest parse_completion_request(const Json& body, const ServerDefaults& defaults);
+
+}  // namespace zinc::server

@@ -1,0 +1,130 @@
+// API requests to engine requests (see generation_job.h).
+#include "server/generation_job.h"
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/thinking.h"
+#include "text/grammar.h"
+
+namespace zinc::server {
+namespace {
+
+uint64_t random_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::string random_id() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = random_seed();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(salt ^ (++counter * 0x9E3779B97F4A7C15ull)));
+  return buf;
+}
+
+// The schema of one tool call in the JSON format the parser reads.
+nlohmann::ordered_json call_schema(const std::string& name, const nlohmann::json& parameters) {
+  nlohmann::ordered_json args = parameters.empty() ? nlohmann::ordered_json{{"type", "object"}}
+                                                    : nlohmann::ordered_json::parse(parameters.dump());
+  return {{"type", "object"},
+          {"properties", {{"name", {{"const", name}}}, {"arguments", args}}},
+          {"required", {"name", "arguments"}}};
+}
+
+std::vector<int32_t> breaker_tokens(const GenerationParams& g, const text::Tokenizer& tokenizer) {
+  static const std::vector<std::string> defaults = {"\n", ":", "\"", "*"};
+  std::vector<int32_t> ids;
+  // A breaker is the token spelled exactly so (a longer token that contains it does not break).
+  for (const std::string& b : g.dry_breakers_given ? g.dry_breakers : defaults) {
+    const auto t = tokenizer.encode(b, /*parse_special=*/false, /*add_bos=*/false, /*add_eos=*/false);
+    if (t.size() == 1) ids.push_back(t[0]);
+  }
+  return ids;
+}
+
+GenerationJob common_job(const GenerationParams& g, const JobContext& c, const char* id_prefix, bool chat) {
+  GenerationJob job;
+  job.chat = chat;
+  job.meta = {id_prefix + random_id(), static_cast<int64_t>(std::time(nullptr)), c.model_id};
+  job.request.sampling = g.sampling;
+  if (!g.seed_given) job.request.sampling.seed = random_seed();
+  if (g.sampling.dry_multiplier > 0) job.request.sampling.dry_breakers = breaker_tokens(g, c.tokenizer);
+  job.request.max_tokens = g.max_tokens.value_or(c.n_ctx);  // the engine caps it by the context left
+  job.request.eog_ids = c.eog_ids;
+  job.request.top_logprobs = g.top_logprobs;
+  job.reply.stop = g.stop;
+  job.reply.logprobs = g.top_logprobs >= 0;
+  job.stream = g.stream;
+  job.include_usage = g.include_usage;
+  job.logprobs = g.top_logprobs >= 0;
+  return job;
+}
+
+// The grammar a chat request's answer must follow, or null. When the prompt opened
+// a thought, the grammar starts after it: after </think> and the blank line the
+// templates put there.
+std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const ChatPrompt& prompt) {
+  const std::string after_thought = prompt.in_reasoning ? "\n\n" : "";
+  try {
+    if (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) {
+      nlohmann::ordered_json schema;
+      if (r.tool_choice == ToolChoice::Named) {
+        schema = call_schema(r.tool_name, r.tool_parameters.at(r.tool_name));
+      } else {
+        schema = {{"anyOf", nlohmann::ordered_json::array()}};
+        for (const auto& [name, params] : r.tool_parameters) schema["anyOf"].push_back(call_schema(name, params));
+      }
+      return text::grammar_from_json_schema(schema, after_thought + "<tool_call>\n", "\n</tool_call>");
+    }
+    if (r.format == ResponseFormat::JsonSchema)
+      return text::grammar_from_json_schema(nlohmann::ordered_json::parse(r.schema.dump()), after_thought);
+    if (r.format == ResponseFormat::JsonObject)
+      return prompt.in_reasoning ? text::grammar_from_json_schema({{"type", "object"}}, after_thought)
+                                 : text::json_object_grammar();
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, std::string("unsupported schema: ") + e.what(),
+                   r.format == ResponseFormat::Text ? "tools" : "response_format");
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c) {
+  GenerationJob job = common_job(r.gen, c, "chatcmpl-", true);
+  job.request.prompt = c.tokenizer.encode(prompt.text, /*parse_special=*/true, /*add_bos=*/false);
+  const bool thinks = prompt.in_reasoning || prompt.may_open;
+  job.reply.split_reasoning = thinks;
+  job.reply.in_reasoning = prompt.in_reasoning;
+  job.reply.may_open = prompt.may_open;
+  job.reply.tools = r.tool_choice != ToolChoice::None;
+  job.reply.tool_parameters = r.tool_parameters;
+  // Order matters: the budget may force a token, which the grammar must then allow.
+  if (r.thinking_budget >= 0 && thinks)
+    job.request.processors.push_back(
+        std::make_unique<ThinkingBudget>(c.tokenizer, r.thinking_budget, prompt.in_reasoning, prompt.may_open));
+  if (auto grammar = answer_grammar(r, prompt)) {
+    auto p = text::make_grammar_processor(grammar, c.tokenizer, c.eog_ids);
+    if (prompt.in_reasoning) p = std::make_unique<AfterThought>(c.tokenizer, std::move(p));
+    job.request.processors.push_back(std::move(p));
+  }
+  return job;
+}
+
+GenerationJob make_completion_job(const CompletionRequest& r, const JobContext& c) {
+  GenerationJob job = common_job(r.gen, c, "cmpl-", false);
+  if (r.prompt_text) {
+    job.request.prompt = c.tokenizer.encode(*r.prompt_text, /*parse_special=*/true);
+  } else {
+    for (int32_t t : r.prompt_tokens)
+      if (t >= c.tokenizer.n_vocab()) throw ApiError(400, "token id " + std::to_string(t) + " out of range", "prompt");
+    job.request.prompt = r.prompt_tokens;
+  }
+  return job;
+}
+
+}  // namespace zinc::server

@@ -1,0 +1,72 @@
+// One request's generated tokens turned into what the client sees, token by token:
+//   token -> text (StreamDecoder: never half a UTF-8 character)
+//         -> stop strings (StopMatcher: held back, never sent)
+//         -> reasoning / answer (ReasoningSplitter, for thinking models)
+//         -> tool calls cut out of the answer (ToolCallExtractor, when tools are on)
+// Runs on the engine thread inside on_token, so a stop string ends the request at
+// the token that completes it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/engine.h"
+#include "server/reasoning_splitter.h"
+#include "server/stop_matcher.h"
+#include "server/tool_calls.h"
+#include "text/stream_decoder.h"
+
+namespace zinc::server {
+
+// One generated token's log-probability, for the response's logprobs.
+struct TokenLogprobs {
+  struct Alt {
+    std::string text;  // the token's bytes (may be part of a character)
+    float logprob;
+  };
+  Alt chosen;
+  std::vector<Alt> top;
+};
+
+struct ReplyDelta {
+  std::string reasoning;
+  std::string content;
+  std::vector<ToolCall> calls;
+  std::vector<TokenLogprobs> logprobs;
+  bool empty() const { return reasoning.empty() && content.empty() && calls.empty() && logprobs.empty(); }
+};
+
+struct ReplyOptions {
+  std::vector<std::string> stop;
+  bool split_reasoning = false;
+  bool in_reasoning = false, may_open = false;  // see ReasoningSplitter
+  bool tools = false;
+  std::map<std::string, nlohmann::json> tool_parameters;
+  bool logprobs = false;
+};
+
+class ReplyStream {
+ public:
+  ReplyStream(const text::Tokenizer& tokenizer, ReplyOptions options);
+  ReplyDelta push(const TokenEvent& event);
+  ReplyDelta finish();  // releases everything held back
+  bool stopped() const { return stop_.stopped(); }
+
+ private:
+  void route(std::string text, ReplyDelta& out);
+  void route_split(const SplitText& split, ReplyDelta& out);
+
+  const text::Tokenizer& tokenizer_;
+  ReplyOptions options_;
+  text::StreamDecoder decoder_;
+  StopMatcher stop_;
+  std::optional<ReasoningSplitter> splitter_;
+  std::optional<ToolCallExtractor> tools_;
+};
+
+}  // namespace zinc::server

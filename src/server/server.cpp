@@ -1,0 +1,334 @@
+// The OpenAI-compatible HTTP API over the engine (see server.h).
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/connection_watch.h"
+#include "server/generation_job.h"
+#include "server/metrics.h"
+#include "server/openai_format.h"
+#include "server/reply_stream.h"
+
+namespace zinc::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How often a waiting connection thread looks for a client that hung up.
+constexpr auto kWatchInterval = std::chrono::milliseconds(100);
+
+// One request in flight: the engine thread fills it, the connection thread drains it.
+struct Exchange {
+  Exchange(const text::Tokenizer& tokenizer, ReplyOptions options) : stream(tokenizer, std::move(options)) {}
+
+  ReplyStream stream;  // engine thread only
+  std::atomic<bool> client_gone{false};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<ReplyDelta> pending;
+  bool finished = false;
+  FinishReason reason = FinishReason::Cancelled;
+  RequestStats stats;
+  std::string error;
+
+  void post(ReplyDelta d) {
+    if (d.empty()) return;
+    std::lock_guard lock(mu);
+    pending.push_back(std::move(d));
+    cv.notify_all();
+  }
+};
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(dump(e.body()), "application/json");
+}
+
+Json parse_body(const httplib::Request& req) {
+  auto body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON (or not UTF-8)");
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return body;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(ServedModel m, ServerOptions o) : model(std::move(m)), options(std::move(o)) {
+    if (!model.chat_template.empty()) {
+      const auto text_of = [&](int32_t id) { return id >= 0 ? model.tokenizer.token_text(id) : std::string(); };
+      renderer = std::make_unique<ChatRenderer>(model.chat_template, text_of(model.tokenizer.bos()),
+                                                text_of(model.tokenizer.eos()));
+    }
+    const EngineOptions& eo = model.engine.options();
+    // One thread per open connection: every slot and queue place, plus as many idle
+    // keep-alive connections again, plus room for /health and /metrics.
+    const size_t threads = static_cast<size_t>(2 * (eo.n_parallel + eo.max_queue) + 32);
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_read_timeout(options.read_timeout_seconds, 0);
+    http.set_write_timeout(options.read_timeout_seconds, 0);
+    http.set_payload_max_length(options.max_body_bytes);
+    routes();
+  }
+
+  void routes();
+  bool authorized(const httplib::Request& req) const;
+  void chat(const httplib::Request& req, httplib::Response& res);
+  void completions(const httplib::Request& req, httplib::Response& res);
+  void run(GenerationJob job, const httplib::Request& req, httplib::Response& res);
+  void collect(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, const GenerationJob& job,
+               httplib::Response& res);
+  void stream(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, std::shared_ptr<GenerationJob> job,
+              httplib::Response& res);
+  void count(const httplib::Request& req, const httplib::Response& res);
+  JobContext job_context() const {
+    return {model.tokenizer, model.eog_ids, model.engine.options().n_ctx, options.defaults.model_id};
+  }
+
+  ServedModel model;
+  ServerOptions options;
+  httplib::Server http;
+  std::unique_ptr<ChatRenderer> renderer;
+  std::mutex counts_mu;
+  HttpCounts counts;
+};
+
+bool HttpServer::Impl::authorized(const httplib::Request& req) const {
+  if (options.api_key.empty()) return true;
+  return req.get_header_value("Authorization") == "Bearer " + options.api_key;
+}
+
+void HttpServer::Impl::count(const httplib::Request& req, const httplib::Response& res) {
+  static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
+  std::string path = "other";
+  for (const char* k : known)
+    if (req.path == k) path = k;
+  std::lock_guard lock(counts_mu);
+  ++counts[{path, res.status}];
+}
+
+void HttpServer::Impl::routes() {
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) { count(req, res); });
+  // Statuses the library sets itself (404, 413, 400 on a bad request line) get an
+  // OpenAI error body too.
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 404   ? "no such endpoint"
+                                : res.status == 413 ? "the request body is too large"
+                                                    : "HTTP error " + std::to_string(res.status);
+    send_error(res, ApiError(res.status, message));
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string message = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      message += std::string(": ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, message));
+  });
+
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  // Every route but /health needs the key. Checked in the handler, after the body
+  // was read, so a refused request leaves the connection clean for the next one.
+  const auto guarded = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      try {
+        if (!authorized(req))
+          throw ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", "", "invalid_api_key");
+        handler(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+    HttpCounts snapshot;
+    {
+      std::lock_guard lock(counts_mu);
+      snapshot = counts;
+    }
+    res.set_content(prometheus_text(model.engine.metrics(), snapshot), "text/plain; version=0.0.4");
+  }));
+  http.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+    const Json m = {{"id", options.defaults.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "zinc"},
+                    {"context_length", model.engine.options().n_ctx}};
+    res.set_content(dump({{"object", "list"}, {"data", Json::array({m})}}), "application/json");
+  }));
+  http.Post("/v1/chat/completions", guarded([this](const httplib::Request& q, httplib::Response& r) { chat(q, r); }));
+  http.Post("/v1/completions", guarded([this](const httplib::Request& q, httplib::Response& r) { completions(q, r); }));
+}
+
+void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest r = parse_chat_request(parse_body(req), options.defaults);
+  if (!renderer) throw ApiError(400, "the model has no chat template; use /v1/completions");
+  run(make_chat_job(r, renderer->render(r), job_context()), req, res);
+}
+
+void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res) {
+  run(make_completion_job(parse_completion_request(parse_body(req), options.defaults), job_context()), req, res);
+}
+
+void HttpServer::Impl::run(GenerationJob job, const httplib::Request& req, httplib::Response& res) {
+  const int64_t n_ctx = model.engine.options().n_ctx;
+  const int64_t n_prompt = static_cast<int64_t>(job.request.prompt.size());
+  if (n_prompt == 0) throw ApiError(400, "the prompt is empty", "prompt");
+  if (n_prompt >= n_ctx)
+    throw ApiError(400,
+                   "the prompt has " + std::to_string(n_prompt) + " tokens; the context holds " + std::to_string(n_ctx) +
+                       " (prompt and reply together)",
+                   job.chat ? "messages" : "prompt", "context_length_exceeded");
+  auto ex = std::make_shared<Exchange>(model.tokenizer, job.reply);
+  RequestCallbacks callbacks;
+  callbacks.on_token = [ex](const TokenEvent& ev) {
+    if (ex->client_gone) return false;
+    ex->post(ex->stream.push(ev));
+    return !ex->stream.stopped();
+  };
+  callbacks.on_finish = [ex](FinishReason reason, const RequestStats& stats, const std::string& error) {
+    ReplyDelta rest = ex->stream.finish();
+    std::lock_guard lock(ex->mu);
+    if (!rest.empty()) ex->pending.push_back(std::move(rest));
+    ex->finished = true;
+    ex->reason = reason;
+    ex->stats = stats;
+    ex->error = error;
+    ex->cv.notify_all();
+  };
+  const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+  uint64_t id = 0;
+  try {
+    id = model.engine.submit(std::move(job.request), std::move(callbacks));
+  } catch (const QueueFull& e) {
+    res.set_header("Retry-After", "1");
+    throw ApiError(503, e.what(), "", "queue_full");
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, e.what());
+  }
+  if (job.stream) stream(ex, id, fd, std::make_shared<GenerationJob>(std::move(job)), res);
+  else collect(ex, id, fd, job, res);
+}
+
+void HttpServer::Impl::collect(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, const GenerationJob& job,
+                               httplib::Response& res) {
+  Reply reply;
+  std::unique_lock lock(ex->mu);
+  while (!ex->finished) {
+    ex->cv.wait_for(lock, kWatchInterval);
+    if (!ex->finished && peer_closed(fd)) {
+      ex->client_gone = true;
+      model.engine.cancel(id);
+    }
+  }
+  for (auto& d : ex->pending) reply.add(std::move(d));
+  if (ex->reason == FinishReason::Error) throw ApiError(500, "generation failed: " + ex->error);
+  if (ex->reason == FinishReason::Cancelled) throw ApiError(503, "the request was cancelled (server shutting down?)");
+  const std::string finish = finish_reason_name(ex->reason, !reply.calls.empty());
+  const Json body = job.chat ? chat_completion(job.meta, reply, finish, ex->stats, job.logprobs)
+                             : text_completion(job.meta, reply, finish, ex->stats, job.logprobs);
+  res.set_content(dump(body), "application/json");
+}
+
+void HttpServer::Impl::stream(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd,
+                              std::shared_ptr<GenerationJob> job, httplib::Response& res) {
+  Engine& engine = model.engine;
+  res.set_header("Cache-Control", "no-cache");
+  auto provider = [ex, id, fd, job, &engine](size_t, httplib::DataSink& sink) {
+    const auto gone = [&] {
+      ex->client_gone = true;
+      engine.cancel(id);
+      return false;  // aborts the connection
+    };
+    const auto send = [&](const Json& event) {
+      const std::string s = sse_event(event);
+      return sink.write(s.data(), s.size());
+    };
+    const ReplyMeta& meta = job->meta;
+    if (job->chat && !send(chat_chunk(meta, {{"role", "assistant"}, {"content", ""}}, "", nullptr))) return gone();
+    size_t calls = 0, text_offset = 0;
+    bool made_calls = false;
+    for (;;) {
+      std::deque<ReplyDelta> batch;
+      bool finished = false;
+      {
+        std::unique_lock lock(ex->mu);
+        ex->cv.wait_for(lock, kWatchInterval, [&] { return ex->finished || !ex->pending.empty(); });
+        batch.swap(ex->pending);
+        finished = ex->finished;
+      }
+      for (const ReplyDelta& d : batch) {
+        const auto* lp = job->logprobs ? &d.logprobs : nullptr;
+        bool ok;
+        if (job->chat) {
+          ok = send(chat_chunk(meta, chat_delta(d, meta.id, calls), "", lp));
+          calls += d.calls.size();
+          made_calls = made_calls || !d.calls.empty();
+        } else {
+          ok = send(text_chunk(meta, d.content, "", lp, text_offset));
+          text_offset += d.content.size();
+        }
+        if (!ok) return gone();
+      }
+      if (finished) break;
+      if (peer_closed(fd)) return gone();
+    }
+    if (ex->reason == FinishReason::Error || ex->reason == FinishReason::Cancelled) {
+      const ApiError e(ex->reason == FinishReason::Error ? 500 : 503,
+                       ex->reason == FinishReason::Error ? "generation failed: " + ex->error : "the request was cancelled");
+      send(e.body());
+    } else {
+      const std::string finish = finish_reason_name(ex->reason, made_calls);
+      if (!send(job->chat ? chat_chunk(meta, Json::object(), finish, nullptr) : text_chunk(meta, "", finish, nullptr, text_offset)))
+        return gone();
+      if (job->include_usage && !send(job->chat ? chat_usage_chunk(meta, ex->stats) : text_usage_chunk(meta, ex->stats)))
+        return gone();
+    }
+    const std::string done = "data: [DONE]\n\n";
+    if (!sink.write(done.data(), done.size())) return gone();
+    sink.done();
+    return true;
+  };
+  // Runs when the response ends, also when the library gave up on the client.
+  auto release = [ex, id, &engine](bool) {
+    std::lock_guard lock(ex->mu);
+    if (!ex->finished) {
+      ex->client_gone = true;
+      engine.cancel(id);
+    }
+  };
+  res.set_chunked_content_provider("text/event-stream", provider, release);
+}
+
+HttpServer::HttpServer(ServedModel model, ServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(options))) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+  const ServerOptions& o = impl_->options;
+  if (o.port == 0) {
+    const int port = impl_->http.bind_to_any_port(o.host);
+    if (port <= 0) throw std::runtime_error("cannot bind " + o.host);
+    return port;
+  }
+  if (!impl_->http.bind_to_port(o.host, o.port))
+    throw std::runtime_error("cannot bind " + o.host + ":" + std::to_string(o.port));
+  return o.port;
+}
+
+void HttpServer::serve() { impl_->http.listen_after_bind(); }
+
+void HttpServer::stop() { impl_->http.stop(); }
+
+}  // namespace zinc::server

@@ -1,0 +1,162 @@
+"""The openai client against `zinc serve` with a tiny random qwen35moe that speaks the
+Qwen tokenizer and the Qwen3.5 chat template: thinking, tools, JSON schemas and
+concurrency. Random weights make random text, so these tests check structure."""
+import json
+import threading
+
+import jsonschema
+import pytest
+
+CLOSING = "Considering the limited time by the user, I have to give the solution based on the thinking directly now."
+USER = [{"role": "user", "content": "What is the weather like?"}]
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16},
+                                            "days": {"type": "integer"}},
+           "required": ["city", "days"]}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Forecast", "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def chat(server, thinking=None, budget=None, **kw):
+    args = dict(model=server.model_id, messages=USER, max_tokens=24, seed=7, temperature=0.8)
+    args.update(kw)
+    body = {}
+    if thinking is not None:
+        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+    if budget is not None:
+        body["thinking_budget"] = budget
+    if body:
+        args["extra_body"] = body
+    return server.client().chat.completions.create(**args)
+
+
+def extra(obj, name):
+    return getattr(obj, name, None) or (obj.model_extra or {}).get(name)
+
+
+def test_thinking_budget_forces_the_closing_sentence(qwen):
+    r = chat(qwen, max_tokens=120, thinking=True, budget=8)
+    m = r.choices[0].message
+    reasoning = extra(m, "reasoning_content")
+    assert reasoning and reasoning.endswith(CLOSING), reasoning
+    assert "</think>" not in reasoning and "</think>" not in (m.content or "")
+    assert m.content and m.content.strip(), "the answer after the forced close is empty"
+
+
+def test_thinking_streams_reasoning_separately(qwen):
+    kw = dict(max_tokens=60, thinking=True, budget=4)
+    whole = chat(qwen, **kw).choices[0].message
+    reasoning, content = "", ""
+    for chunk in chat(qwen, stream=True, **kw):
+        for c in chunk.choices:
+            reasoning += extra(c.delta, "reasoning_content") or ""
+            content += c.delta.content or ""
+    assert reasoning == extra(whole, "reasoning_content") and reasoning.endswith(CLOSING)
+    assert content == whole.content
+
+
+def test_thinking_off_has_no_reasoning(qwen):
+    r = chat(qwen, thinking=False, budget=2)
+    m = r.choices[0].message
+    assert not extra(m, "reasoning_content")
+    assert m.content and CLOSING not in m.content
+
+
+def test_json_schema_output_validates(qwen):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                               "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                                        "maxItems": 2}},
+              "required": ["name", "age", "tags"], "additionalProperties": False}
+    for seed in (1, 2):
+        r = chat(qwen, seed=seed, max_tokens=200,
+                 response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
+        assert r.choices[0].finish_reason == "stop", r
+        jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+    r = chat(qwen, max_tokens=200, response_format={"type": "json_object"})
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+
+
+def test_json_schema_after_a_budgeted_thought(qwen):
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    r = chat(qwen, max_tokens=120, thinking=True, budget=5,
+             response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    m = r.choices[0].message
+    assert extra(m, "reasoning_content").endswith(CLOSING)
+    jsonschema.validate(json.loads(m.content), schema)
+
+
+def test_tool_call_round_trip(qwen):
+    r = chat(qwen, tools=TOOLS, tool_choice="required", max_tokens=120)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls" and c.message.tool_calls
+    call = c.message.tool_calls[0]
+    assert call.function.name in ("get_weather", "get_time")
+    args = json.loads(call.function.arguments)
+    if call.function.name == "get_weather":
+        jsonschema.validate(args, WEATHER)
+    # Feed the result back: the template renders the call and the tool's answer.
+    messages = USER + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                       {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}]
+    r2 = chat(qwen, messages=messages, tools=TOOLS, max_tokens=8)
+    assert r2.choices[0].message.content
+    assert r2.usage.prompt_tokens > r.usage.prompt_tokens + 10
+
+
+def test_named_tool_call_streams_as_a_delta(qwen):
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    whole = chat(qwen, tools=TOOLS, tool_choice=named, max_tokens=120).choices[0]
+    calls = []
+    finish = None
+    for chunk in chat(qwen, tools=TOOLS, tool_choice=named, max_tokens=120, stream=True):
+        for c in chunk.choices:
+            calls += c.delta.tool_calls or []
+            finish = c.finish_reason or finish
+    assert finish == "tool_calls" and len(calls) == 1
+    assert calls[0].index == 0 and calls[0].function.name == "get_weather"
+    assert calls[0].function.arguments == whole.message.tool_calls[0].function.arguments
+    jsonschema.validate(json.loads(calls[0].function.arguments), WEATHER)
+
+
+def test_sixteen_concurrent_streams_match_sequential_runs(qwen):
+    """Same seeds, same outputs, whether requests run alone or 16 at once (4 slots;
+    16 queue places, since a burst arrives before the engine admits any of it)."""
+    def one(seed, out):
+        text = ""
+        for chunk in chat(qwen, seed=seed, max_tokens=12, temperature=1.0, stream=True,
+                          messages=[{"role": "user", "content": f"Story number {seed % 5}"}]):
+            for c in chunk.choices:
+                text += c.delta.content or ""
+        out[seed] = text
+
+    alone = {}
+    for seed in range(16):
+        one(seed, alone)
+    together, threads = {}, []
+    for seed in range(16):
+        threads.append(threading.Thread(target=one, args=(seed, together)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    assert together == alone
+    assert len(set(alone.values())) > 1
+
+
+def test_sampling_fields_are_accepted_and_seeded(qwen):
+    extra_fields = {"top_k": 20, "min_p": 0.02, "repetition_penalty": 1.1, "repeat_last_n": 32, "dry_multiplier": 0.8,
+                    "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": 64,
+                    "dry_sequence_breakers": ["\n", ":"]}
+    outs = [chat(qwen, max_tokens=10, top_p=0.9, presence_penalty=0.5, frequency_penalty=0.5,
+                 extra_body=extra_fields).choices[0].message.content for _ in range(2)]
+    assert outs[0] and outs[0] == outs[1]
+
+
+def test_completions_and_logprobs(qwen):
+    client = qwen.client()
+    r = client.completions.create(model=qwen.model_id, prompt="Once upon", max_tokens=4, seed=3, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == r.usage.completion_tokens == 4 and all(len(t) <= 2 for t in lp.top_logprobs)
+    streamed = "".join(ch.choices[0].text for ch in client.completions.create(
+        model=qwen.model_id, prompt="Once upon", max_tokens=4, seed=3, stream=True) if ch.choices)
+    assert streamed == r.choices[0].text
+    c = chat(qwen, max_tokens=4, logprobs=True, top_logprobs=2).choices[0].logprobs.content
+    assert len(c) == 4 and all(e.logprob <= 0 and len(e.top_logprobs) == 2 for e in c)
