@@ -424,16 +424,7 @@ void check_ops(Checker& c) {
     c.cpu().causal_conv_silu(cx.cpu, cw.cpu, cs.cpu, cy.cpu), c.gpu().causal_conv_silu(cx.gpu, cw.gpu, cs.gpu, cy.gpu);
     c.report("causal_conv_silu y" + sn, c.rel_err(cy), kTol);
     c.report("causal_conv_silu state" + sn, c.rel_err(cs), kTol);
-    auto normed = [&](int64_t rows, int64_t len) {
-      auto v = c.randn(rows * len);
-      for (int64_t r = 0; r < rows; ++r) {
-        double s = 0;
-        for (int64_t i = 0; i < len; ++i) s += v[r * len + i] * v[r * len + i];
-        for (int64_t i = 0; i < len; ++i) v[r * len + i] /= static_cast<float>(std::sqrt(s));
-      }
-      return v;
-    };
-    auto q = c.f32({dk, Hk, n}, normed(Hk * n, dk)), k = c.f32({dk, Hk, n}, normed(Hk * n, dk));
+    auto q = c.f32({dk, Hk, n}, unit_rows(c, Hk * n, dk)), k = c.f32({dk, Hk, n}, unit_rows(c, Hk * n, dk));
     auto v = c.f32({dv, H, n}, c.randn(dv * H * n));
     auto st = c.f32({dv, dk, H}, c.randn(dv * dk * H, 0.1f));
     auto dy = c.out({dv, H, n});
