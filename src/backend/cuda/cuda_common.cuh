@@ -16,24 +16,52 @@ namespace zinc::cuda {
 // launch gap between dependent kernels (a decode step is hundreds of small ones).
 // Such a kernel calls pdl_begin() first: it waits until the previous grid has
 // completed with its writes visible, then lets the next kernel start launching.
-__device__ __forceinline__ void pdl_begin() {
+// Kernels whose first work does not depend on the previous kernel (weight loads)
+// issue it first and call pdl_wait() before reading activations.
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+// Asynchronous 16-byte copies global -> shared (both 16-byte aligned), completed
+// by cp_async_wait<N>() (all but the N most recent committed groups) + a barrier.
+__device__ __forceinline__ void cp_async16(void* shared_dst, const void* global_src) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 template <class... Params, class... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+void launch_pdl_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_smem, cudaStream_t s,
+                     Args&&... args) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
+  cfg.dynamicSmemBytes = dynamic_smem;
   cfg.stream = s;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
+}
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
+  launch_pdl_smem(kernel, grid, block, 0, s, std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -75,7 +75,9 @@ struct SwigluX {
 // g_first, g_first + g_step, ... (a row may be split over g_step warps), t < n.
 // Groups go kGroups at a time; staged, all of their bytes are first copied into
 // `stage` (stage_vecs<T, R, kGroups>() vectors for this warp) with 16-byte loads.
-template <DType T, int R, int kGroups, bool kStaged, class X>
+// N (<= kMaxDotTokens) bounds n at compile time: token loops are unrolled, and a
+// token past n still costs its predicated-off instructions.
+template <DType T, int R, int kGroups, bool kStaged, class X, int N = kMaxDotTokens>
 __device__ __forceinline__ void rows_dot(const uint8_t* const (&rows)[R], int in, int g_first, int g_step, const X& x,
                                          int n, float (&acc)[R][kMaxDotTokens], uint4* stage) {
   constexpr int kGB = bytes_per_256<T>(), kSlot = group_slot_vecs<T>();
@@ -138,7 +140,7 @@ __device__ __forceinline__ void rows_dot(const uint8_t* const (&rows)[R], int in
           for (int r = 0; r < R; ++r) Dequant<T>::load8(src[r][k], lane * 8, w[r][0]);  // a group holds whole blocks
         }
 #pragma unroll
-        for (int t = 0; t < kMaxDotTokens; ++t) {
+        for (int t = 0; t < N; ++t) {
           if (t < n) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
