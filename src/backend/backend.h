@@ -86,13 +86,14 @@ class Backend {
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                 const Tensor& beta, const Tensor& state, const Tensor& y) = 0;
 
-  // Writes k, v {D, Hkv, n} into the caches {D, Hkv, n_ctx} at rows pos[i] (I32 {n}).
-  // Positions live on the device so a captured step can be replayed at a new position.
+  // Writes k, v {D, Hkv, n} into the F16 caches {D, Hkv, n_ctx} at rows pos[i] (I32
+  // {n}), rounded to nearest. Positions live on the device so a captured step can be
+  // replayed at a new position.
   virtual void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& pos) = 0;
-  // Causal GQA attention: query i {D, Hq} attends to cache rows 0..pos[i] (which
-  // already hold those positions); y {D, Hq, n}. Query head h reads KV head
-  // h / (Hq / Hkv).
+  // Causal GQA attention over the F16 caches, in f32: query i {D, Hq} attends to
+  // cache rows 0..pos[i] (which already hold those positions); y {D, Hq, n}. Query
+  // head h reads KV head h / (Hq / Hkv).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
                          float scale, const Tensor& y) = 0;
 
@@ -121,10 +122,42 @@ class Backend {
   virtual void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
                            const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
                            const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) = 0;
+  // The attention input stage of one sequence. With gate: qp {2D, Hq, n} holds each
+  // head's query then its gate; q = slice_cols(qp, 0, D), gate = slice_cols(qp, D, D),
+  // both {D, Hq, n}. Without (gate null): qp {D, Hq, n} is the query (q may alias it).
+  // Then q = rms_norm(q, q_norm, eps) and k' = rms_norm(k, k_norm, eps) (each skipped
+  // when its weight is null), rope(q, pos, rope), rope(k', pos, rope), and
+  // kv_store(k', v, k_cache, v_cache, pos). k and v {D, Hkv, n} are only read.
+  virtual void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
+                                 const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope,
+                                 const Tensor& q, const Tensor* gate, const Tensor& k_cache,
+                                 const Tensor& v_cache) = 0;
+  // y = attention(q, k_cache, v_cache, pos, scale), then y = mul_sigmoid(y, gate)
+  // with gate {D, Hq, n}: the output gate of gated attention.
+  virtual void attention_gated(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
+                               float scale, const Tensor& gate, const Tensor& y) = 0;
+  // The Gated DeltaNet core, between the input and the output projections:
+  // gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps) into q, k, v, g,
+  // beta; gated_delta_rule(q, k, v, g, beta, state, y); rms_norm_gated(y, norm_w, z,
+  // norm_eps, y). y, z {dv, H, n}; state {dv, dk, H}; Hk = (qkv.ne[0] - H·dv) / (2·dk).
+  virtual void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state,
+                                    const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg,
+                                    float l2_eps, const Tensor& state, const Tensor& z, const Tensor& norm_w,
+                                    float norm_eps, const Tensor& y) = 0;
   // A gated shared expert added into y {d, n}: y += sigmoid(gate_logit) · down(swiglu(g, u))
   // with g, u {ff, n}, down {ff, d}, gate_logit {1, n} (or null: no gate).
   virtual void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
                                  const Tensor& y) = 0;
+  // A whole MoE block from the router's logits {E, n}: moe_route(logits, k, renormalize)
+  // into ids and weights, y = moe_ffn(x, gate, up, down, ids, weights), then, when
+  // `shared` is given, shared_expert_add(shared->g, shared->u, shared->down,
+  // shared->gate_logit, y).
+  struct SharedExpert {
+    Tensor g, u, down;                   // {ff, n}, {ff, n}, {ff, d}
+    const Tensor* gate_logit = nullptr;  // {1, n}, or none
+  };
+  virtual void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
+                         const Tensor& up, const Tensor& down, const SharedExpert* shared, const Tensor& y) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);  // 0: all cores

@@ -89,7 +89,8 @@ std::string phase_of(const CudaOpTime& t) {
   }
   if (op_is({"delta_rule"})) return "GDN scan (delta rule)";
   if (op_is({"gdn_prepare", "causal_conv", "gdn_gates"})) return "GDN conv + gates";
-  if (op_is({"attention", "kv_store", "rope"})) return "attention (rope, cache, scores)";
+  if (op_is({"attention", "attention_gated", "attention_prepare", "kv_store", "rope"}))
+    return "attention (rope, cache, scores)";
   if (op_is({"moe_route"})) return "router top-k";
   return "norms + element-wise";
 }

@@ -99,60 +99,44 @@ Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor&
 
 Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, const Batch& batch, int layer,
                  const Tensor& x) {
-  const Tensor& pos = batch.pos;
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
-  Tensor q, gate;
   const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
-  const Tensor& qp = proj[0];
-  if (opt.output_gate) {
-    // {2D, Hq·n}: each head's query then its gate.
-    Tensor both = qp.reshape({2 * D, Hq * n});
-    q = be.scratch(DType::F32, {D, Hq, n});
-    gate = be.scratch(DType::F32, {D, Hq * n});
-    be.slice_cols(both, 0, D, q);
-    be.slice_cols(both, D, D, gate);
-  } else {
-    q = qp.reshape({D, Hq, n});
-  }
-  Tensor k = proj[1].reshape({D, Hkv, n});
-  Tensor v = proj[2].reshape({D, Hkv, n});
-  if (!w.q_norm.empty()) be.rms_norm(q, &w.q_norm, opt.norm_eps, q);
-  if (!w.k_norm.empty()) be.rms_norm(k, &w.k_norm, opt.norm_eps, k);
-  be.rope(q, pos, opt.rope);
-  be.rope(k, pos, opt.rope);
+  // With an output gate the projection holds each head's query then its gate.
+  const Tensor qp = proj[0].reshape({opt.output_gate ? 2 * D : D, Hq, n});
+  const Tensor q = opt.output_gate ? be.scratch(DType::F32, {D, Hq, n}) : qp;
+  const Tensor gate = opt.output_gate ? be.scratch(DType::F32, {D, Hq, n}) : Tensor{};
+  const Tensor k = proj[1].reshape({D, Hkv, n}), v = proj[2].reshape({D, Hkv, n});
+  const Tensor* q_norm = w.q_norm.empty() ? nullptr : &w.q_norm;
+  const Tensor* k_norm = w.k_norm.empty() ? nullptr : &w.k_norm;
   Tensor o = be.scratch(DType::F32, {D, Hq, n});
   const float scale = opt.scale > 0 ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
   for (const BatchSequence& s : batch.seqs) {
     const LayerState& state = s.seq->layers[layer];
-    const Tensor ps = slice_tokens(pos, s, 0), ks = slice_tokens(k, s, 2), vs = slice_tokens(v, s, 2);
-    be.kv_store(ks, vs, state.k_cache, state.v_cache, ps);
-    be.attention(slice_tokens(q, s, 2), state.k_cache, state.v_cache, ps, scale, slice_tokens(o, s, 2));
+    const Tensor ps = slice_tokens(batch.pos, s, 0), qs = slice_tokens(q, s, 2), os = slice_tokens(o, s, 2);
+    const Tensor gs = opt.output_gate ? slice_tokens(gate, s, 2) : Tensor{};
+    be.attention_prepare(slice_tokens(qp, s, 2), slice_tokens(k, s, 2), slice_tokens(v, s, 2), q_norm, k_norm,
+                         opt.norm_eps, ps, opt.rope, qs, opt.output_gate ? &gs : nullptr, state.k_cache,
+                         state.v_cache);
+    if (opt.output_gate) be.attention_gated(qs, state.k_cache, state.v_cache, ps, scale, gs, os);
+    else be.attention(qs, state.k_cache, state.v_cache, ps, scale, os);
   }
-  if (opt.output_gate) be.mul_sigmoid(o, gate.reshape({D, Hq, n}), o);
   return linear(be, w.o, o.reshape({D * Hq, n}));
 }
 
 Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDeltaNetOptions& opt,
                        const Batch& batch, int layer, const Tensor& x) {
-  const int64_t n = x.rows(), Hk = opt.n_k_heads, H = opt.n_v_heads, dk = opt.dk, dv = opt.dv;
+  const int64_t n = x.rows(), H = opt.n_v_heads, dv = opt.dv;
   const std::vector<Tensor> proj = linear_many(be, {w.qkv, w.gate, w.alpha, w.beta}, x);
   // qkv {2·Hk·dk + H·dv, n}, z {H·dv, n}, a and b {H, n}.
-  const Tensor &qkv = proj[0], &z = proj[1], &a = proj[2], &b = proj[3];
-  Tensor g = be.scratch(DType::F32, {H, n});
-  Tensor beta = be.scratch(DType::F32, {H, n});
-  Tensor q = be.scratch(DType::F32, {dk, Hk, n});
-  Tensor k = be.scratch(DType::F32, {dk, Hk, n});
-  Tensor v = be.scratch(DType::F32, {dv, H, n});
-  for (const BatchSequence& s : batch.seqs)
-    be.gdn_prepare(slice_tokens(qkv, s, 1), w.conv, s.seq->layers[layer].conv, slice_tokens(a, s, 1),
-                   slice_tokens(b, s, 1), w.dt_bias, w.a_neg, 1e-6f, slice_tokens(q, s, 2), slice_tokens(k, s, 2),
-                   slice_tokens(v, s, 2), slice_tokens(g, s, 1), slice_tokens(beta, s, 1));
-
+  const Tensor &qkv = proj[0], &a = proj[2], &b = proj[3];
+  const Tensor z = proj[1].reshape({dv, H, n});
   Tensor y = be.scratch(DType::F32, {dv, H, n});
-  for (const BatchSequence& s : batch.seqs)
-    be.gated_delta_rule(slice_tokens(q, s, 2), slice_tokens(k, s, 2), slice_tokens(v, s, 2), slice_tokens(g, s, 1),
-                        slice_tokens(beta, s, 1), s.seq->layers[layer].delta, slice_tokens(y, s, 2));
-  be.rms_norm_gated(y, w.norm, z.reshape({dv, H, n}), opt.norm_eps, y);
+  for (const BatchSequence& s : batch.seqs) {
+    const auto& st = s.seq->layers[layer];
+    be.gated_delta_net_core(slice_tokens(qkv, s, 1), w.conv, st.conv, slice_tokens(a, s, 1), slice_tokens(b, s, 1),
+                            w.dt_bias, w.a_neg, 1e-6f, st.delta, slice_tokens(z, s, 2), w.norm, opt.norm_eps,
+                            slice_tokens(y, s, 2));
+  }
   return linear(be, w.out, y.reshape({dv * H, n}));
 }
 
@@ -172,12 +156,11 @@ Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor
   if (gated) ws.push_back(w.shared_gate);
   const std::vector<Tensor> proj = linear_many(be, ws, x);
   const Tensor& logits = proj[0];  // {E, n}
-  Tensor ids = be.scratch(DType::I32, {opt.n_used, n});
-  Tensor weights = be.scratch(DType::F32, {opt.n_used, n});
-  be.moe_route(logits, opt.n_used, opt.renormalize, ids, weights);
   Tensor y = be.scratch(DType::F32, {x.ne[0], n});
-  be.moe_ffn(x, w.gate_exps, w.up_exps, w.down_exps, ids, weights, y);
-  if (shared) be.shared_expert_add(proj[1], proj[2], w.shared.down, gated ? &proj[3] : nullptr, y);
+  Backend::SharedExpert shared_expert;
+  if (shared) shared_expert = {proj[1], proj[2], w.shared.down, gated ? &proj[3] : nullptr};
+  be.moe_block(x, logits, opt.n_used, opt.renormalize, w.gate_exps, w.up_exps, w.down_exps,
+               shared ? &shared_expert : nullptr, y);
   return y;
 }
 

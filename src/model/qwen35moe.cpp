@@ -106,8 +106,8 @@ class Qwen35 final : public Model {
     for (const Layer& L : layers_) {
       LayerState ls;
       if (L.full_attention) {
-        ls.k_cache = be_.alloc_persistent(DType::F32, {attn_.head_dim, attn_.n_head_kv, n_ctx});
-        ls.v_cache = be_.alloc_persistent(DType::F32, {attn_.head_dim, attn_.n_head_kv, n_ctx});
+        ls.k_cache = be_.alloc_persistent(DType::F16, {attn_.head_dim, attn_.n_head_kv, n_ctx});
+        ls.v_cache = be_.alloc_persistent(DType::F16, {attn_.head_dim, attn_.n_head_kv, n_ctx});
       } else {
         ls.conv = be_.alloc_persistent(DType::F32, {channels, gdn_.conv_kernel - 1});
         ls.delta = be_.alloc_persistent(DType::F32, {gdn_.dv, gdn_.dk, gdn_.n_v_heads});

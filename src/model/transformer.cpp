@@ -109,8 +109,8 @@ class Transformer final : public Model {
     s.n_ctx = n_ctx;
     for (size_t i = 0; i < layers_.size(); ++i) {
       LayerState ls;
-      ls.k_cache = be_.alloc_persistent(DType::F32, {attn_.head_dim, attn_.n_head_kv, n_ctx});
-      ls.v_cache = be_.alloc_persistent(DType::F32, {attn_.head_dim, attn_.n_head_kv, n_ctx});
+      ls.k_cache = be_.alloc_persistent(DType::F16, {attn_.head_dim, attn_.n_head_kv, n_ctx});
+      ls.v_cache = be_.alloc_persistent(DType::F16, {attn_.head_dim, attn_.n_head_kv, n_ctx});
       s.layers.push_back(ls);
     }
     return s;

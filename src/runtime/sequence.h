@@ -10,7 +10,7 @@
 namespace zinc {
 
 struct LayerState {
-  Tensor k_cache, v_cache;  // {head_dim, n_kv_heads, n_ctx}: attention layers
+  Tensor k_cache, v_cache;  // {head_dim, n_kv_heads, n_ctx} F16: attention layers
   Tensor conv;              // {channels, kernel-1}: GDN layers
   Tensor delta;             // {dv, dk, heads} F32: GDN layers
 };

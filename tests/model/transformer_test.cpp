@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "model_test_util.h"
+#include "quant/half.h"
 
 namespace zinc {
 namespace {
@@ -179,6 +180,9 @@ struct Reference {
           }
       rope(q[t], D, static_cast<int64_t>(t));
       rope(k[t], D, static_cast<int64_t>(t));
+      // The KV cache holds f16 (backend.h).
+      for (Vec* kv : {&k[t], &v[t]})
+        for (double& e : *kv) e = half_bits_to_float(float_to_half_bits(static_cast<float>(e)));
     }
     std::vector<Vec> out;
     const char* lm_head = f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";

@@ -16,6 +16,7 @@
 #include "backend/cpu/delta_rule.h"
 #include "backend/cpu/thread_pool.h"
 #include "gguf/gguf.h"
+#include "quant/half.h"
 #include "quant/quant.h"
 
 namespace zinc {
@@ -307,13 +308,16 @@ class CpuBackend final : public Backend {
   void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                 const Tensor& pos) override {
     const int64_t row = k.ne[0] * k.ne[1], n = k.ne[2];
-    check(k_cache.ne[0] * k_cache.ne[1] == row && pos.ne[0] == n, "kv_store", "shape");
-    check(k_cache.type == DType::F32 && v_cache.type == DType::F32, "kv_store", "the CPU caches are F32");
+    check(k_cache.ne[0] * k_cache.ne[1] == row && v.n_elements() == k.n_elements() && pos.ne[0] == n, "kv_store",
+          "shape");
+    check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "kv_store", "the caches are F16");
     for (int64_t i = 0; i < n; ++i) {
       const int32_t p = pos.as<const int32_t>()[i];
       check(p >= 0 && p < k_cache.ne[2], "kv_store", "position outside the cache");
-      std::memcpy(k_cache.as<float>() + p * row, k.as<const float>() + i * row, row * sizeof(float));
-      std::memcpy(v_cache.as<float>() + p * row, v.as<const float>() + i * row, row * sizeof(float));
+      for (int64_t j = 0; j < row; ++j) {
+        k_cache.as<uint16_t>()[p * row + j] = float_to_half_bits(k.as<const float>()[i * row + j]);
+        v_cache.as<uint16_t>()[p * row + j] = float_to_half_bits(v.as<const float>()[i * row + j]);
+      }
     }
   }
 
@@ -321,25 +325,39 @@ class CpuBackend final : public Backend {
                  const Tensor& y) override {
     const int64_t D = q.ne[0], Hq = q.ne[1], n = q.ne[2], Hkv = k_cache.ne[1];
     check(k_cache.ne[0] == D && Hq % Hkv == 0 && pos.ne[0] == n, "attention", "shape");
-    const int64_t group = Hq / Hkv;
+    check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention", "the caches are F16");
+    const int64_t group = Hq / Hkv, row = Hkv * D;
+    int64_t rows = 0;  // cache rows any query sees
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t len = pos.as<const int32_t>()[t] + 1;
+      check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
+      rows = std::max(rows, len);
+    }
+    // Those rows widened to f32 once, rather than once per query head.
+    std::vector<float> kf(rows * row), vf(rows * row);
+    pool_.parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t i = r0 * row; i < r1 * row; ++i) {
+        kf[i] = half_bits_to_float(k_cache.as<const uint16_t>()[i]);
+        vf[i] = half_bits_to_float(v_cache.as<const uint16_t>()[i]);
+      }
+    });
     pool_.parallel_for(n * Hq, 1, [&](int64_t i0, int64_t i1, int) {
       std::vector<double> p;
       std::vector<double> acc(D);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t = i / Hq, h = i % Hq, kvh = h / group, len = pos.as<const int32_t>()[t] + 1;
-        check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
         const float* qh = q.as<const float>() + i * D;
         p.resize(len);
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t s = 0; s < len; ++s) {
-          p[s] = dot(qh, k_cache.as<const float>() + (s * Hkv + kvh) * D, D) * scale;
+          p[s] = dot(qh, kf.data() + s * row + kvh * D, D) * scale;
           mx = std::max(mx, p[s]);
         }
         double sum = 0;
         for (auto& e : p) sum += (e = std::exp(e - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t s = 0; s < len; ++s) {
-          const float* vs = v_cache.as<const float>() + (s * Hkv + kvh) * D;
+          const float* vs = vf.data() + s * row + kvh * D;
           for (int64_t j = 0; j < D; ++j) acc[j] += p[s] * vs[j];
         }
         float* yh = y.as<float>() + i * D;
@@ -447,6 +465,59 @@ class CpuBackend final : public Backend {
     gdn_gates(a, b, dt_bias, a_neg, g, beta);
   }
 
+  void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
+                         const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope_params,
+                         const Tensor& q, const Tensor* gate, const Tensor& k_cache, const Tensor& v_cache) override {
+    const int64_t D = q.ne[0], rows = q.ne[1] * q.ne[2];
+    check(qp.n_elements() == (gate ? 2 : 1) * q.n_elements() && k.ne[0] == D && v.n_elements() == k.n_elements(),
+          "attention_prepare", "shape");
+    if (gate) {
+      check(gate->n_elements() == q.n_elements(), "attention_prepare", "gate shape");
+      const Tensor both = qp.reshape({2 * D, rows});
+      slice_cols(both, 0, D, q.reshape({D, rows}));
+      slice_cols(both, D, D, gate->reshape({D, rows}));
+    } else if (q.data != qp.data) {
+      copy(qp, q);
+    }
+    std::vector<float> k_roped(k.n_elements());
+    const Tensor kr = Tensor::make(DType::F32, {k.ne[0], k.ne[1], k.ne[2]}, k_roped.data());
+    copy(k, kr);
+    if (q_norm) rms_norm(q, q_norm, eps, q);
+    if (k_norm) rms_norm(kr, k_norm, eps, kr);
+    rope(q, pos, rope_params);
+    rope(kr, pos, rope_params);
+    kv_store(kr, v, k_cache, v_cache, pos);
+  }
+
+  void attention_gated(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
+                       const Tensor& gate, const Tensor& y) override {
+    check(gate.n_elements() == y.n_elements(), "attention_gated", "gate shape");
+    attention(q, k_cache, v_cache, pos, scale, y);
+    mul_sigmoid(y, gate, y);
+  }
+
+  void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                            const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
+                            const Tensor& state, const Tensor& z, const Tensor& norm_w, float norm_eps,
+                            const Tensor& y) override {
+    const int64_t n = qkv.rows(), dv = y.ne[0], H = y.ne[1], dk = state.ne[1];
+    const int64_t Hk = dk > 0 ? (qkv.ne[0] - H * dv) / (2 * dk) : 0;
+    check(Hk > 0 && qkv.ne[0] == 2 * Hk * dk + H * dv && y.ne[2] == n && state.ne[0] == dv && state.ne[2] == H,
+          "gated_delta_net_core", "qkv/state/y shape");
+    std::vector<float> buf((2 * Hk * dk + H * dv + 2 * H) * n);
+    float* p = buf.data();
+    auto take = [&p](std::initializer_list<int64_t> dims) {
+      Tensor t = Tensor::make(DType::F32, dims, p);
+      p += t.n_elements();
+      return t;
+    };
+    const Tensor q = take({dk, Hk, n}), k = take({dk, Hk, n}), v = take({dv, H, n}), g = take({H, n}),
+                 beta = take({H, n});
+    gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps, q, k, v, g, beta);
+    gated_delta_rule(q, k, v, g, beta, state, y);
+    rms_norm_gated(y, norm_w, z, norm_eps, y);
+  }
+
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
                          const Tensor& y) override {
     const int64_t ff = g.ne[0], n = g.rows(), d = down.rows();
@@ -458,6 +529,18 @@ class CpuBackend final : public Backend {
     matmul(down, at, ot);
     if (gate_logit) mul_sigmoid(ot, *gate_logit, ot);
     add(y, ot, y);
+  }
+
+  void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate, const Tensor& up,
+                 const Tensor& down, const SharedExpert* shared, const Tensor& y) override {
+    const int64_t n = logits.rows();
+    std::vector<int32_t> id_buf(k * n);
+    std::vector<float> weight_buf(k * n);
+    const Tensor ids = Tensor::make(DType::I32, {k, n}, id_buf.data());
+    const Tensor weights = Tensor::make(DType::F32, {k, n}, weight_buf.data());
+    moe_route(logits, k, renormalize, ids, weights);
+    moe_ffn(x, gate, up, down, ids, weights, y);
+    if (shared) shared_expert_add(shared->g, shared->u, shared->down, shared->gate_logit, y);
   }
 
  private:

@@ -1,14 +1,14 @@
-// Causal GQA attention for prefill (many queries), flash-attention style over the F32
+// Causal GQA attention for prefill (many queries), flash-attention style over the F16
 // caches {D, Hkv, n_ctx}. A block takes 64 query rows of one KV head, where row r is
 // (token r / G, query head r % G of the group) with G = Hq / Hkv, so all the heads of a
-// group share each K/V tile the block brings in. Tiles of 32 keys are copied in f32
-// (cp.async, the next tile's copy overlapping this tile's math) and converted to f16
-// in shared memory; Q Kᵀ and P V run on tensor cores (mma m16n8k16, f16 in, f32
-// accumulate) with an online softmax in f32. Q and K are each split into an f16
-// value and an f16 remainder, S = Qh Kh + Qh Kl + Ql Kh: plain f16 scores flipped a
-// near tie in a tiny test model's prefill (gpu-check), and the split costs about 25%.
-// Positions are read on the device: row r sees keys 0..pos[t], and the block walks
-// the keys up to its rows' largest position.
+// group share each K/V tile the block brings in. Tiles of 32 keys are copied with
+// cp.async into one of two buffers while the other is used; Q Kᵀ and P V run on
+// tensor cores (mma m16n8k16, f16 in, f32 accumulate) with an online softmax in f32.
+// Q is split into an f16 value and an f16 remainder, S = Qh K + Ql K: K is exactly
+// f16, so the scores keep about 22 bits of Q (plain f16 scores flipped a near tie in
+// a tiny test model's prefill, gpu-check). Positions are read on the device: row r
+// sees keys 0..pos[t], and the block walks the keys up to its rows' largest position.
+// An optional output gate multiplies each output by sigmoid(gate).
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -25,9 +25,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 struct PrefillParams {
   const float* q;      // {D, Hq, n}
-  const float* kc;     // {D, Hkv, n_ctx}
-  const float* vc;
+  const __half* kc;    // {D, Hkv, n_ctx}
+  const __half* vc;
   const int32_t* pos;  // {n}
+  const float* gate;   // {D, Hq, n} or null
   float* y;            // {D, Hq, n}
   float scale;
   int Hq, Hkv, n, n_ctx;
@@ -37,11 +38,8 @@ template <int D>
 struct Smem {
   __half q[kRows][D + 8];  // 16 bytes of padding: ldmatrix rows hit distinct banks
   __half q_lo[kRows][D + 8];
-  __half k[kKeys][D + 8];
-  __half k_lo[kKeys][D + 8];
-  __half v[kKeys][D + 8];
-  float k_staged[kKeys][D];  // the next tile as it arrives
-  float v_staged[kKeys][D];
+  __half k[2][kKeys][D + 8];  // two buffers: the next tile arrives while this one is used
+  __half v[2][kKeys][D + 8];
   int row_pos[kRows];        // last key each row sees, -1 for padding rows
   int block_end[kWarps];
 };
@@ -82,31 +80,18 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// Starts copying rows [s0, s0 + kKeys) of one KV head of both caches; rows at or past
-// `end` become zeros.
+// Starts copying rows [s0, s0 + kKeys) of one KV head of both caches into buffer
+// `buf`; rows at or past `end` become zeros.
 template <int D>
-__device__ __forceinline__ void stage_tile(Smem<D>& sh, const PrefillParams& p, int kvh, int s0, int end) {
-  constexpr int kVec = D / 4;
+__device__ __forceinline__ void stage_tile(Smem<D>& sh, int buf, const PrefillParams& p, int kvh, int s0, int end) {
+  constexpr int kVec = D / 8;
 #pragma unroll 4
   for (int e = threadIdx.x; e < kKeys * kVec; e += kThreads) {
-    const int i = e / kVec, c4 = e % kVec * 4;
+    const int i = e / kVec, c8 = e % kVec * 8;
     const bool valid = s0 + i < end;
-    const int64_t at = valid ? ((static_cast<int64_t>(s0) + i) * p.Hkv + kvh) * D + c4 : 0;
-    cp_async16(&sh.k_staged[i][c4], p.kc + at, valid);
-    cp_async16(&sh.v_staged[i][c4], p.vc + at, valid);
-  }
-}
-// The staged tile as f16.
-template <int D>
-__device__ __forceinline__ void convert_tile(Smem<D>& sh) {
-  constexpr int kVec = D / 4;
-#pragma unroll 4
-  for (int e = threadIdx.x; e < kKeys * kVec; e += kThreads) {
-    const int i = e / kVec, c4 = e % kVec * 4;
-    const float4 k = *reinterpret_cast<const float4*>(&sh.k_staged[i][c4]);
-    const float4 v = *reinterpret_cast<const float4*>(&sh.v_staged[i][c4]);
-    split_half4(k, *reinterpret_cast<uint2*>(&sh.k[i][c4]), *reinterpret_cast<uint2*>(&sh.k_lo[i][c4]));
-    *reinterpret_cast<uint2*>(&sh.v[i][c4]) = make_uint2(pack_half2(v.x, v.y), pack_half2(v.z, v.w));
+    const int64_t at = valid ? ((static_cast<int64_t>(s0) + i) * p.Hkv + kvh) * D + c8 : 0;
+    cp_async16(&sh.k[buf][i][c8], p.kc + at, valid);
+    cp_async16(&sh.v[buf][i][c8], p.vc + at, valid);
   }
 }
 
@@ -145,13 +130,11 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
 
   float acc[D / 8][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0, 0};
-  stage_tile(sh, p, kvh, 0, end);
-  for (int s0 = 0; s0 < end; s0 += kKeys) {
+  stage_tile(sh, 0, p, kvh, 0, end);
+  for (int s0 = 0, buf = 0; s0 < end; s0 += kKeys, buf ^= 1) {
     cp_async_wait_all();
-    __syncthreads();  // the tile has arrived, and every warp is done with the previous one
-    convert_tile(sh);
-    __syncthreads();
-    if (s0 + kKeys < end) stage_tile(sh, p, kvh, s0 + kKeys, end);
+    __syncthreads();  // the tile has arrived, and every warp is done with the other buffer
+    if (s0 + kKeys < end) stage_tile(sh, buf ^ 1, p, kvh, s0 + kKeys, end);
 
     // S = Q Kᵀ for this warp's 16 rows and the tile's 64 keys.
     float s[kKeys / 8][4] = {};
@@ -162,14 +145,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
       ldmatrix_x4(a_lo, &sh.q_lo[16 * warp + lane % 16][k0 + (lane / 16) * 8]);
 #pragma unroll
       for (int jb = 0; jb < kKeys / 16; ++jb) {
-        uint32_t b[4], b_lo[4];  // keys 16jb..: b0, b1 of n-tile 2jb, then of 2jb+1
+        uint32_t b[4];  // keys 16jb..: b0, b1 of n-tile 2jb, then of 2jb+1
         const int key = 16 * jb + (lane & 7) + ((lane >> 4) << 3), dim = k0 + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4(b, &sh.k[key][dim]);
-        ldmatrix_x4(b_lo, &sh.k_lo[key][dim]);
+        ldmatrix_x4(b, &sh.k[buf][key][dim]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           mma_f16(s[2 * jb + h], a_lo, b[2 * h], b[2 * h + 1]);
-          mma_f16(s[2 * jb + h], a, b_lo[2 * h], b_lo[2 * h + 1]);
           mma_f16(s[2 * jb + h], a, b[2 * h], b[2 * h + 1]);
         }
       }
@@ -220,7 +201,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
 #pragma unroll
       for (int d0 = 0; d0 < D; d0 += 16) {
         uint32_t b[4];  // dims d0..: b0, b1 of n-tile d0/8, then of d0/8 + 1
-        ldmatrix_x4_trans(b, &sh.v[16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8][d0 + (lane >> 4) * 8]);
+        ldmatrix_x4_trans(b, &sh.v[buf][16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8][d0 + (lane >> 4) * 8]);
         mma_f16(acc[d0 / 8], pa[kk], b[0], b[1]);
         mma_f16(acc[d0 / 8 + 1], pa[kk], b[2], b[3]);
       }
@@ -236,11 +217,17 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
     const int row = r0 + 16 * warp + qg + 8 * r;
     if (my_pos[r] < 0) continue;
     const int t = row / G, h = kvh * G + row % G;
-    float* out = p.y + (static_cast<int64_t>(t) * p.Hq + h) * D;
+    const int64_t at = (static_cast<int64_t>(t) * p.Hq + h) * D;
     const float inv = 1.0f / l_run[r];
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<float2*>(out + 8 * j + 2 * qc) = make_float2(acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
+    for (int j = 0; j < D / 8; ++j) {
+      float2 o = make_float2(acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
+      if (p.gate) {
+        const float2 g = *reinterpret_cast<const float2*>(p.gate + at + 8 * j + 2 * qc);
+        o.x *= sigmoid(g.x), o.y *= sigmoid(g.y);
+      }
+      *reinterpret_cast<float2*>(p.y + at + 8 * j + 2 * qc) = o;
+    }
   }
 }
 
@@ -264,12 +251,13 @@ bool attention_prefill_supported(const AttentionShape& s) {
   return s.n_tokens >= kAttentionPrefillMinTokens && (s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256);
 }
 
-void attention_prefill(const AttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
-                       const int32_t* pos, float scale, float* y, cudaStream_t st) {
+void attention_prefill(const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                       const int32_t* pos, float scale, const float* gate, float* y, cudaStream_t st) {
   const PrefillParams p{q,
-                        k_cache,
-                        v_cache,
+                        reinterpret_cast<const __half*>(k_cache),
+                        reinterpret_cast<const __half*>(v_cache),
                         pos,
+                        gate,
                         y,
                         scale,
                         static_cast<int>(s.n_head),

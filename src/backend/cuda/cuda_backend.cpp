@@ -88,14 +88,16 @@ class DeviceArena {
 enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
-  MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd,
+  MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd, GdnCore, AttentionPrepare, AttentionGated,
+  MoeBlock,
 };
 // For zinc bench --profile: names in OpId order (extend both together).
 const char* op_name(uint64_t id) {
   static const char* const names[] = {"?", "zero", "copy", "embed", "matmul", "rms_norm", "l2_norm",
       "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
       "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
-      "gdn_prepare", "shared_expert_add"};
+      "gdn_prepare", "shared_expert_add", "gdn_core", "attention_prepare",
+      "attention_gated", "moe_block"};
   return id < std::size(names) ? names[id] : "?";
 }
 
@@ -241,9 +243,11 @@ class CudaBackend final : public Backend {
     check_f32(y, "matmul");
     check(x.ne[0] == w.ne[0] && w.ne[0] % 8 == 0, "matmul", "x row length differs from the weight's (or not a multiple of 8)");
     check(y.ne[0] == w.rows() && y.rows() == x.rows(), "matmul", "y shape mismatch");
+    const bool batch = x.rows() > cuda::kMatvecMaxTokens;
+    void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(x)) : nullptr;
     submit(Key(OpId::Matmul) << w << x << y, [=](cudaStream_t s) {
-      if (x.rows() <= cuda::kMatvecMaxTokens) cuda::matvec(w, x, y, s);
-      else cuda::matmul_tiled(w, x, y, s);
+      if (batch) cuda::matmul_batched({&w, 1}, x, {&y, 1}, xb, s);
+      else cuda::matvec(w, x, y, s);
     });
   }
 
@@ -360,30 +364,15 @@ class CudaBackend final : public Backend {
     const int64_t row = k.ne[0] * k.ne[1], n = k.ne[2];
     check(k_cache.ne[0] * k_cache.ne[1] == row && v.n_elements() == k.n_elements() && pos.ne[0] == n, "kv_store",
           "shape");
-    check(k_cache.type == DType::F32 && v_cache.type == DType::F32, "kv_store", "the caches are F32");
+    check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "kv_store", "the caches are F16");
     submit(Key(OpId::KvStore) << k << v << k_cache << v_cache << pos, [=](cudaStream_t s) {
-      cuda::kv_store(k.as<const float>(), v.as<const float>(), k_cache.as<float>(), v_cache.as<float>(),
+      cuda::kv_store(k.as<const float>(), v.as<const float>(), k_cache.as<uint16_t>(), v_cache.as<uint16_t>(),
                      pos.as<const int32_t>(), row, n, k_cache.ne[2], s);
     });
   }
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
                  const Tensor& y) override {
-    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_cache.ne[1], q.ne[2], k_cache.ne[2]};
-    check(k_cache.ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
-          "shape");
-    check(y.n_elements() == q.n_elements() && k_cache.type == DType::F32, "attention", "y shape / cache type");
-    if (cuda::attention_prefill_supported(sh)) {
-      submit(Key(OpId::Attention) << q << k_cache << v_cache << pos << scale << y, [=](cudaStream_t s) {
-        cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
-                                pos.as<const int32_t>(), scale, y.as<float>(), s);
-      });
-      return;
-    }
-    float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh) * sizeof(float)));
-    submit(Key(OpId::Attention) << q << k_cache << v_cache << pos << scale << y, [=](cudaStream_t s) {
-      cuda::attention(sh, q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
-                      pos.as<const int32_t>(), scale, partials, y.as<float>(), s);
-    });
+    enqueue_attention(OpId::Attention, q, k_cache, v_cache, pos, scale, nullptr, y);
   }
 
   void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
@@ -423,7 +412,7 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // ---- fused ops (decode kernels in matvec.cu, gdn_decode.cu, moe.cu) -----------------
+  // ---- fused ops (decode kernels in matvec.cu, gdn_decode.cu, gdn_core.cu, moe.cu) ------
   void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) override {
     check(w.size() == y.size(), "matmul_many", "one output per weight");
     check_f32(x, "matmul_many");
@@ -435,13 +424,12 @@ class CudaBackend final : public Backend {
       check(y[i].ne[0] == w[i].rows() && y[i].rows() == x.rows(), "matmul_many", "y shape mismatch");
       key << w[i] << y[i];
     }
+    const bool batch = x.rows() > cuda::kMatvecMaxTokens;
+    void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(x)) : nullptr;
     submit(key, [=, ws = std::vector<Tensor>(w.begin(), w.end()), ys = std::vector<Tensor>(y.begin(), y.end())](
                     cudaStream_t s) {
-      if (x.rows() <= cuda::kMatvecMaxTokens) {
-        cuda::matvec_many(ws, x, ys, s);
-      } else {
-        for (size_t i = 0; i < ws.size(); ++i) cuda::matmul_tiled(ws[i], x, ys[i], s);
-      }
+      if (batch) cuda::matmul_batched(ws, x, ys, xb, s);
+      else cuda::matvec_many(ws, x, ys, s);
     });
   }
 
@@ -497,11 +485,84 @@ class CudaBackend final : public Backend {
            });
   }
 
+  void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                            const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
+                            const Tensor& state, const Tensor& z, const Tensor& norm_w, float norm_eps,
+                            const Tensor& y) override {
+    const int64_t n = qkv.rows(), C = qkv.ne[0], dv = y.ne[0], H = y.ne[1], dk = state.ne[1];
+    const int64_t Hk = dk > 0 ? (C - H * dv) / (2 * dk) : 0;
+    check(Hk > 0 && C == 2 * Hk * dk + H * dv && y.ne[2] == n && state.ne[0] == dv && state.ne[2] == H &&
+              state.type == DType::F32 && z.n_elements() == y.n_elements(),
+          "gated_delta_net_core", "qkv/state/z/y shape");
+    const cuda::GdnCoreShape sh{n, H, Hk, dk, dv, conv_w.ne[0]};
+    if (!cuda::gdn_core_supported(sh)) {  // prefill and other shapes: the composition
+      const Tensor q = scratch(DType::F32, {dk, Hk, n}), k = scratch(DType::F32, {dk, Hk, n});
+      const Tensor v = scratch(DType::F32, {dv, H, n}), g = scratch(DType::F32, {H, n});
+      const Tensor beta = scratch(DType::F32, {H, n});
+      gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps, q, k, v, g, beta);
+      gated_delta_rule(q, k, v, g, beta, state, y);
+      rms_norm_gated(y, norm_w, z, norm_eps, y);
+      return;
+    }
+    check(conv_w.ne[1] == C && conv_w.type == DType::F32 && conv_state.ne[0] == C &&
+              conv_state.ne[1] == sh.conv_kernel - 1,
+          "gated_delta_net_core", "conv weight/state shape");
+    check(a.ne[0] == H && a.rows() == n && b.n_elements() == a.n_elements() && dt_bias.ne[0] == H &&
+              a_neg.ne[0] == H && norm_w.ne[0] == dv && norm_w.type == DType::F32,
+          "gated_delta_net_core", "gate/norm shapes");
+    submit(Key(OpId::GdnCore) << qkv << conv_w << conv_state << a << b << dt_bias << a_neg << l2_eps << state << z
+                              << norm_w << norm_eps << y,
+           [=](cudaStream_t s) {
+             cuda::gdn_core(sh, qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(),
+                            a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
+                            a_neg.as<const float>(), l2_eps, state.as<float>(), z.as<const float>(),
+                            norm_w.as<const float>(), norm_eps, y.as<float>(), s);
+           });
+  }
+
+  void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
+                         const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rp, const Tensor& q,
+                         const Tensor* gate, const Tensor& k_cache, const Tensor& v_cache) override {
+    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k.ne[1], q.ne[2], k_cache.ne[2]};
+    check_f32(qp, "attention_prepare");
+    check(qp.n_elements() == (gate ? 2 : 1) * q.n_elements() && (!gate || gate->n_elements() == q.n_elements()) &&
+              k.ne[0] == sh.head_dim && k.ne[2] == sh.n_tokens && v.n_elements() == k.n_elements() &&
+              pos.ne[0] == sh.n_tokens,
+          "attention_prepare", "q/gate/k/v shape");
+    check(k_cache.ne[0] == sh.head_dim && k_cache.ne[1] == sh.n_head_kv && k_cache.type == DType::F16 &&
+              v_cache.type == DType::F16,
+          "attention_prepare", "the caches are F16 {D, Hkv, n_ctx}");
+    for (const Tensor* w : {q_norm, k_norm})
+      check(!w || (w->ne[0] == sh.head_dim && w->type == DType::F32), "attention_prepare", "norm weight shape/type");
+    check(rp.n_rot % 2 == 0 && rp.n_rot <= sh.head_dim && (!rp.freq_factors || rp.freq_factors->ne[0] == rp.n_rot / 2),
+          "attention_prepare", "rope shape");
+    // Pointers resolved now: the Tensor* arguments may not outlive a deferred launch.
+    const cuda::RopeArgs args{rp.n_rot, rp.theta, rp.freq_scale, rp.neox,
+                              rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr};
+    const float* qn = q_norm ? q_norm->as<const float>() : nullptr;
+    const float* kn = k_norm ? k_norm->as<const float>() : nullptr;
+    float* g = gate ? gate->as<float>() : nullptr;
+    submit(Key(OpId::AttentionPrepare) << qp << k << v << q_norm << k_norm << eps << pos << int64_t{rp.n_rot}
+                                       << rp.theta << int64_t{rp.neox} << rp.freq_scale << rp.freq_factors << q
+                                       << gate << k_cache << v_cache,
+           [=](cudaStream_t s) {
+             cuda::attention_prepare(sh, qp.as<const float>(), k.as<const float>(), v.as<const float>(), qn, kn, eps,
+                                     pos.as<const int32_t>(), args, q.as<float>(), g, k_cache.as<uint16_t>(),
+                                     v_cache.as<uint16_t>(), s);
+           });
+  }
+
+  void attention_gated(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
+                       const Tensor& gate, const Tensor& y) override {
+    check(gate.n_elements() == y.n_elements() && gate.type == DType::F32, "attention_gated", "gate shape");
+    enqueue_attention(OpId::AttentionGated, q, k_cache, v_cache, pos, scale, &gate, y);
+  }
+
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
                          const Tensor& y) override {
     const int64_t ff = g.ne[0], n = g.rows(), d = down.rows();
     check_f32(g, "shared_expert_add");
-    check(u.n_elements() == g.n_elements() && down.ne[0] == ff && ff % 8 == 0 && y.ne[0] == d && y.rows() == n,
+    check(u.n_elements() == g.n_elements() && down.ne[0] == ff && ff % 32 == 0 && y.ne[0] == d && y.rows() == n,
           "shared_expert_add", "shape");
     check(!gate_logit || (gate_logit->n_elements() == n && gate_logit->type == DType::F32), "shared_expert_add",
           "gate shape");
@@ -512,7 +573,7 @@ class CudaBackend final : public Backend {
     float* out = fused ? nullptr : static_cast<float*>(arena_.take(d * n * sizeof(float)));
     submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=](cudaStream_t s) {
       if (fused) {
-        cuda::shared_expert_add(g, u, down, gl, y, s);
+        cuda::shared_expert_add(g, u, down, gl, y, false, s);
         return;
       }
       cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
@@ -522,10 +583,47 @@ class CudaBackend final : public Backend {
     });
   }
 
+  void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate, const Tensor& up,
+                 const Tensor& down, const SharedExpert* shared, const Tensor& y) override {
+    const int64_t n = x.rows();
+    if (n > cuda::kMatvecMaxTokens) {  // batches: the ops one by one
+      const Tensor ids = scratch(DType::I32, {k, n}), weights = scratch(DType::F32, {k, n});
+      moe_route(logits, k, renormalize, ids, weights);
+      moe_ffn(x, gate, up, down, ids, weights, y);
+      if (shared) shared_expert_add(shared->g, shared->u, shared->down, shared->gate_logit, y);
+      return;
+    }
+    const int64_t d = x.ne[0], E = gate.ne[2], ff = down.ne[0];
+    check_f32(logits, "moe_block");
+    check(logits.ne[0] == E && logits.rows() == n && k > 0 && k <= E, "moe_block", "logits shape");
+    check(gate.ne[0] == d && up.ne[0] == d && gate.ne[1] == ff && up.ne[1] == ff && down.ne[1] == d &&
+              up.ne[2] == E && down.ne[2] == E && y.ne[0] == d && y.rows() == n,
+          "moe_block", "expert shapes");
+    if (shared) {
+      const int64_t sff = shared->g.ne[0];
+      check(shared->g.rows() == n && shared->u.n_elements() == shared->g.n_elements() && shared->down.ne[0] == sff &&
+                sff % 32 == 0 && shared->down.rows() == d,
+            "moe_block", "shared expert shape");
+      check(!shared->gate_logit || shared->gate_logit->n_elements() == n, "moe_block", "shared gate shape");
+    }
+    float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
+    Key key(OpId::MoeBlock);
+    key << x << logits << int64_t{k} << int64_t{renormalize} << gate << up << down << y;
+    if (shared) key << shared->g << shared->u << shared->down << shared->gate_logit;
+    SharedExpert se;  // its gate logit goes as `gl`
+    if (shared) se = {shared->g, shared->u, shared->down, nullptr};
+    const float* gl = shared && shared->gate_logit ? shared->gate_logit->as<const float>() : nullptr;
+    submit(key, [=](cudaStream_t s) {
+      cuda::moe_ffn_routed(x, logits, k, renormalize, gate, up, down, y, act, s);
+      if (!se.down.empty()) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, s);
+    });
+  }
+
  private:
   void* device_alloc(size_t bytes) {
     void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+    // Whole 16-byte units: the expert kernels copy rows as the 16-byte chunks covering them.
+    const cudaError_t err = cudaMalloc(&p, std::max<size_t>((bytes + 15) / 16 * 16, 256));
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear it: the backend stays usable
       size_t free_b = 0, total_b = 0;
@@ -537,6 +635,32 @@ class CudaBackend final : public Backend {
     ZINC_CUDA_CHECK(err);
     allocations_.push_back(p);
     return p;
+  }
+
+  // attention / attention_gated (gate null or {D, Hq, n}).
+  void enqueue_attention(OpId op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
+                         float scale, const Tensor* gate, const Tensor& y) {
+    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_cache.ne[1], q.ne[2], k_cache.ne[2]};
+    check(k_cache.ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
+          "shape");
+    check(y.n_elements() == q.n_elements() && k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention",
+          "y shape / the caches are F16");
+    const float* g = gate ? gate->as<const float>() : nullptr;
+    Key key(op);
+    key << q << k_cache << v_cache << pos << scale << gate << y;
+    if (cuda::attention_prefill_supported(sh)) {
+      submit(key, [=](cudaStream_t s) {
+        cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),
+                                pos.as<const int32_t>(), scale, g, y.as<float>(), s);
+      });
+      return;
+    }
+    check(cuda::attention_split_supported(sh), "attention", "head_dim must be a multiple of 8 up to 256");
+    float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh) * sizeof(float)));
+    submit(key, [=](cudaStream_t s) {
+      cuda::attention(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),
+                      pos.as<const int32_t>(), scale, g, partials, y.as<float>(), s);
+    });
   }
 
   // ---- graph replay (see the top of this file) -----------------------------------

@@ -20,68 +20,100 @@ struct NormParams {
   float eps;
   int d;
   bool l2;
+  bool vec;  // d a multiple of 4 up to 4·kNormVec4·kNormMaxThreads, every pointer 16-byte aligned
 };
 
-// One block per row. Rows up to kNormCached float4 per thread are loaded once into
-// registers (all loads in flight together); longer rows are read twice (the second
-// time from `sum` when there is one, as it may alias x).
-constexpr int kNormCached = 8;
+// One block per row. A vec row is read once as float4 (a few per thread, all loads in
+// flight together), the weight before the wait as the previous kernel never writes it;
+// other rows are read twice by a scalar loop (the second time from `sum` when there is
+// one, as it may alias x). The sum of squares is one warp-shuffle pass, one barrier and
+// a fixed-order sum of the warp partials, so results are deterministic.
+constexpr int kNormMaxThreads = 1024, kNormVec4 = 2;
 
-__global__ void __launch_bounds__(kThreads) row_norm_kernel(const __grid_constant__ NormParams p) {
-  pdl_begin();
-  __shared__ float red[32];
+__device__ __forceinline__ float4 scale4(float4 a, float s, float4 w) {
+  return make_float4(a.x * s * w.x, a.y * s * w.y, a.z * s * w.z, a.w * s * w.w);
+}
+
+__global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_constant__ NormParams p) {
+  __shared__ float warp_ss[kNormMaxThreads / 32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.d;
-  const int n4 = p.d / 4;
-  const bool cached = p.d % 4 == 0 && n4 <= kNormCached * static_cast<int>(blockDim.x);
-  float4 v[kNormCached];
+  const int n4 = p.d / 4, T = blockDim.x;
+  float4 v[kNormVec4], wv[kNormVec4], zv[kNormVec4];
+  if (p.vec) {
+#pragma unroll
+    for (int i = 0; i < kNormVec4; ++i) {
+      const int j = threadIdx.x + i * T;
+      wv[i] = p.w && j < n4 ? reinterpret_cast<const float4*>(p.w)[j] : make_float4(1, 1, 1, 1);
+    }
+  }
+  pdl_wait();
+  pdl_launch_dependents();
   float ss = 0;
-  if (cached) {
+  if (p.vec) {
     const float4* x4 = reinterpret_cast<const float4*>(p.x + base);
+    const float4* b4 = p.b ? reinterpret_cast<const float4*>(p.b + base) : nullptr;
+    const float4* z4 = p.z ? reinterpret_cast<const float4*>(p.z + base) : nullptr;
 #pragma unroll
-    for (int i = 0; i < kNormCached; ++i) {
-      const int j = threadIdx.x + i * blockDim.x;
+    for (int i = 0; i < kNormVec4; ++i) {
+      const int j = threadIdx.x + i * T;
       v[i] = j < n4 ? x4[j] : make_float4(0, 0, 0, 0);
-    }
-    if (p.b) {
-      const float4* b4 = reinterpret_cast<const float4*>(p.b + base);
-      float4* s4 = reinterpret_cast<float4*>(p.sum + base);
-#pragma unroll
-      for (int i = 0; i < kNormCached; ++i) {
-        const int j = threadIdx.x + i * blockDim.x;
-        if (j < n4) {
-          const float4 bv = b4[j];
-          v[i].x += bv.x, v[i].y += bv.y, v[i].z += bv.z, v[i].w += bv.w;
-          s4[j] = v[i];
-        }
-      }
+      const float4 bv = b4 && j < n4 ? b4[j] : make_float4(0, 0, 0, 0);
+      zv[i] = z4 && j < n4 ? z4[j] : make_float4(0, 0, 0, 0);
+      v[i].x += bv.x, v[i].y += bv.y, v[i].z += bv.z, v[i].w += bv.w;
     }
 #pragma unroll
-    for (int i = 0; i < kNormCached; ++i) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+    for (int i = 0; i < kNormVec4; ++i) {
+      const int j = threadIdx.x + i * T;
+      if (p.b && j < n4) reinterpret_cast<float4*>(p.sum + base)[j] = v[i];
+      ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+    }
   } else {
-    for (int i = threadIdx.x; i < p.d; i += blockDim.x) {
+    for (int i = threadIdx.x; i < p.d; i += T) {
       float xv = p.x[base + i];
       if (p.b) xv += p.b[base + i], p.sum[base + i] = xv;
       ss += xv * xv;
     }
   }
-  ss = block_sum(ss, red);
+  ss = warp_sum(ss);
+  if (T > 32) {
+    if (threadIdx.x % 32 == 0) warp_ss[threadIdx.x / 32] = ss;
+    __syncthreads();
+    ss = 0;
+    for (int w = 0; w < T / 32; ++w) ss += warp_ss[w];
+  }
   const float inv = rsqrtf((p.l2 ? ss : ss / p.d) + p.eps);
-  auto out = [&](int i, float xv) {
-    float r = xv * inv;
-    if (p.w) r *= p.w[i];
-    if (p.z) r *= silu(p.z[base + i]);
-    p.y[base + i] = r;
-  };
-  if (cached) {
+  if (p.vec) {
 #pragma unroll
-    for (int i = 0; i < kNormCached; ++i) {
-      const int j = threadIdx.x + i * blockDim.x;
-      if (j < n4) out(4 * j, v[i].x), out(4 * j + 1, v[i].y), out(4 * j + 2, v[i].z), out(4 * j + 3, v[i].w);
+    for (int i = 0; i < kNormVec4; ++i) {
+      const int j = threadIdx.x + i * T;
+      if (j >= n4) continue;
+      float4 r = scale4(v[i], inv, wv[i]);
+      if (p.z) r.x *= silu(zv[i].x), r.y *= silu(zv[i].y), r.z *= silu(zv[i].z), r.w *= silu(zv[i].w);
+      reinterpret_cast<float4*>(p.y + base)[j] = r;
     }
   } else {
     const float* src = p.b ? p.sum : p.x;
-    for (int i = threadIdx.x; i < p.d; i += blockDim.x) out(i, src[base + i]);
+    for (int i = threadIdx.x; i < p.d; i += T) {
+      float r = src[base + i] * inv;
+      if (p.w) r *= p.w[i];
+      if (p.z) r *= silu(p.z[base + i]);
+      p.y[base + i] = r;
+    }
   }
+}
+
+void launch_row_norm(NormParams p, int64_t rows, cudaStream_t s, const char* name) {
+  uintptr_t addr = 0;
+  for (const void* q : {static_cast<const void*>(p.x), static_cast<const void*>(p.w), static_cast<const void*>(p.z),
+                        static_cast<const void*>(p.b), static_cast<const void*>(p.sum),
+                        static_cast<const void*>(p.y)})
+    addr |= reinterpret_cast<uintptr_t>(q);
+  const int n4 = p.d / 4;
+  p.vec = p.d % 4 == 0 && n4 <= kNormMaxThreads * kNormVec4 && addr % 16 == 0;
+  // vec: a float4 per thread where the row allows (a 2048 row takes 512 threads).
+  const int threads = p.vec ? std::min(kNormMaxThreads, (n4 + 31) / 32 * 32) : p.d >= 1024 ? kThreads : 64;
+  launch_pdl(row_norm_kernel, static_cast<unsigned>(rows), threads, s, p);
+  ZINC_CUDA_LAUNCHED(name);
 }
 
 struct RopeKernelParams {
@@ -210,18 +242,13 @@ __global__ void argmax_pick_kernel(const float* partials, int blocks, int32_t* i
 
 void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
               int64_t rows, cudaStream_t s) {
-  NormParams p{x, w, z, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2};
-  const int threads = d >= 1024 ? kThreads : 64;
-  launch_pdl(row_norm_kernel, static_cast<unsigned>(rows), threads, s, p);
-  ZINC_CUDA_LAUNCHED("row_norm");
+  launch_row_norm({x, w, z, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2, false}, rows, s,
+                  "row_norm");
 }
 
 void add_rms_norm(const float* a, const float* b, const float* w, float eps, float* sum, float* y, int64_t d,
                   int64_t rows, cudaStream_t s) {
-  NormParams p{a, w, nullptr, b, sum, y, eps, static_cast<int>(d), false};
-  const int threads = d >= 1024 ? kThreads : 64;
-  launch_pdl(row_norm_kernel, static_cast<unsigned>(rows), threads, s, p);
-  ZINC_CUDA_LAUNCHED("add_rms_norm");
+  launch_row_norm({a, w, nullptr, b, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
 }
 
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp, cudaStream_t s) {

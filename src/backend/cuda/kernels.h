@@ -21,6 +21,12 @@ void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for n <= 8, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
+// y[i] = x · w[i]ᵀ for n > 8: Q8_0 / Q4_K / Q5_K weights of one type and F32 ones in
+// one pipelined launch, others through matmul_tiled. `scratch` holds
+// matmul_batched_scratch_bytes(x) (x in bf16).
+size_t matmul_batched_scratch_bytes(const Tensor& x);
+void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch,
+                    cudaStream_t s);
 // out {d, n} = rows ids[i] of table {d, vocab}, dequantized.
 void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream_t s);
 
@@ -68,6 +74,16 @@ struct DeltaRuleShape {
 };
 void gated_delta_rule(const DeltaRuleShape& shape, const float* q, const float* k, const float* v, const float* g,
                       const float* beta, float* state, float* y, cudaStream_t s);
+// Backend::gated_delta_net_core for n <= kGdnCoreMaxTokens in one launch (gdn_core.cu);
+// gdn_core_supported() says which shapes it takes (others run the composition).
+inline constexpr int64_t kGdnCoreMaxTokens = 8;
+struct GdnCoreShape {
+  int64_t n_tokens, n_heads, n_k_heads, dk, dv, conv_kernel;
+};
+bool gdn_core_supported(const GdnCoreShape& shape);
+void gdn_core(const GdnCoreShape& shape, const float* qkv, const float* conv_w, float* conv_state, const float* a,
+              const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* state, const float* z,
+              const float* norm_w, float norm_eps, float* y, cudaStream_t s);
 // The chunked form for prefill (kDeltaRuleChunkedMinTokens tokens and up, dk and dv
 // of 64 or 128); `scratch` holds delta_rule_chunked_scratch_floats() floats.
 inline constexpr int64_t kDeltaRuleChunkedMinTokens = 16;
@@ -77,24 +93,33 @@ void gated_delta_rule_chunked(const DeltaRuleShape& shape, const float* q, const
                               const float* g, const float* beta, float* state, float* y, float* scratch,
                               cudaStream_t s);
 
-// Attention over F32 caches {D, Hkv, n_ctx}.
-void kv_store(const float* k, const float* v, float* k_cache, float* v_cache, const int32_t* pos, int64_t row,
+// Attention over F16 caches {D, Hkv, n_ctx} (the bits of IEEE halves).
+void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cache, const int32_t* pos, int64_t row,
               int64_t n, int64_t n_ctx, cudaStream_t s);
 struct AttentionShape {
   int64_t head_dim, n_head, n_head_kv, n_tokens, n_ctx;
 };
-// Floats of partial results attention() needs in `partials`.
+// Backend::attention_prepare: qp {2D, Hq, n} with gate, else {D, Hq, n}; norms may be
+// null; head_dim up to 512.
+void attention_prepare(const AttentionShape& shape, const float* qp, const float* k, const float* v,
+                       const float* q_norm, const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope,
+                       float* q, float* gate, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s);
+// The split-KV form (decode, any token count): head_dim a multiple of 8 up to 256.
+// Needs attention_partials_floats() floats of `partials`; gate {D, Hq, n} or null
+// (y *= sigmoid(gate)).
+bool attention_split_supported(const AttentionShape& shape);
 size_t attention_partials_floats(const AttentionShape& shape);
-void attention(const AttentionShape& shape, const float* q, const float* k_cache, const float* v_cache,
-               const int32_t* pos, float scale, float* partials, float* y, cudaStream_t s);
+void attention(const AttentionShape& shape, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+               const int32_t* pos, float scale, const float* gate, float* partials, float* y, cudaStream_t s);
 // Prefill form (tiles of queries sharing K/V tiles, tensor cores in f16) for
-// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256. On an H200
-// at the flagship's shape it beats the split-KV kernel from 32 queries at depth 8192
-// (from 128 at depth 0, where both take a few µs), by 16x at 512 queries.
+// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256; gate as above.
+// On an H200 at the flagship's shape (F32 caches then) it beat the split-KV kernel
+// from 32 queries at depth 8192 (from 128 at depth 0, where both take a few µs), by
+// 16x at 512 queries.
 inline constexpr int64_t kAttentionPrefillMinTokens = 32;
 bool attention_prefill_supported(const AttentionShape& shape);
-void attention_prefill(const AttentionShape& shape, const float* q, const float* k_cache, const float* v_cache,
-                       const int32_t* pos, float scale, float* y, cudaStream_t s);
+void attention_prefill(const AttentionShape& shape, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
+                       const int32_t* pos, float scale, const float* gate, float* y, cudaStream_t s);
 
 // MoE. moe_route: ids/weights {k, n} from logits {E, n}. moe_ffn needs
 // moe_ffn_scratch_floats() floats of `act`.
@@ -103,15 +128,21 @@ void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormaliz
 size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k);
 void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
              const Tensor& weights, const Tensor& y, float* act, cudaStream_t s);
+// moe_route + moe_ffn in two launches for n <= kMatvecMaxTokens: the expert kernels
+// route from the logits {E, n} themselves. Same scratch as moe_ffn.
+void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
+                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, cudaStream_t s);
 // moe_ffn for n > kMatvecMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
 size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
 void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
                      const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s);
-// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kMaxDotTokens (8);
-// gate_logit {n} may be null (no gate).
+// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kMatvecMaxTokens (8);
+// gate_logit {n} may be null (no gate). `inputs_settled`: g, u and gate_logit were
+// written before the previous kernel (moe_ffn_routed's pair), so all but the add into
+// y runs while that kernel finishes.
 void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const float* gate_logit, const Tensor& y,
-                       cudaStream_t s);
+                       bool inputs_settled, cudaStream_t s);
 
 }  // namespace zinc::cuda

@@ -1,156 +1,273 @@
-// Mixture of experts without a host round trip: the router's softmax + top-k on the
-// GPU, then two launches over the (token, chosen expert) pairs. gate_up computes
-// act = silu(gate_e·x)·(up_e·x) for every pair, one warp per (pair, ff row) reading
-// both rows against the same x; down computes each output element of a token as
-// the weighted sum over its k experts in a fixed order, so the result is
-// deterministic and needs no per-pair buffer or atomics.
-#include <cfloat>
-
+// Mixture of experts for a few tokens (decode), without a host round trip.
+//
+// gate_up: a block takes a run of ff rows of one (token, chosen expert) pair and
+// writes act = silu(gate_e·x)·(up_e·x) for them. down: a block takes a run of output
+// rows of one token and sums its k experts' rows · act in a fixed order, so the
+// result is deterministic and needs no atomics. Both stage their weight rows in
+// shared memory (expert_decode.cuh).
+//
+// Routed from logits (moe_ffn_routed), each gate_up block finds its expert itself
+// (one warp's top-k of the logits) and so does each down block, which does it, and
+// issues its weight copies, before it waits for gate_up: every kernel waits for the
+// one before it before it lets the next one start (pdl_begin), so when a kernel
+// starts, all kernels but the one right before it have completed, the router's
+// matvec among them.
+#include "backend/cuda/expert_decode.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/matvec.cuh"
 
 namespace zinc::cuda {
 namespace {
 
-constexpr int kMaxExperts = 512;
-constexpr int kPerLane = kMaxExperts / 32;
+constexpr int kMaxRouted = 32;  // experts chosen per token (one lane each)
+constexpr int kMaxRouterExperts = 512;
 
-// One warp per token; expert e is held by lane e % 32.
-__global__ void moe_route_kernel(const float* logits, int E, int n, int k, bool renormalize, int32_t* ids,
-                                 float* weights) {
-  pdl_begin();
-  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (t >= n) return;
-  const float* l = logits + static_cast<int64_t>(t) * E;
-  float v[kPerLane];
-  float mx = -FLT_MAX;
+// Router logits as unsigned keys in the same order (-0 counts as +0); 0 marks a
+// taken expert (only a negative NaN maps there too).
+__device__ __forceinline__ uint32_t order_key(float v) {
+  const uint32_t u = __float_as_uint(v + 0.0f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// One warp: moe_route for one token, logits {E} -> ids, weights {k} (the k largest
+// logits, ties to the lower expert; weights may be null). Expert e is held by lane
+// e % 32. Not inlined: one copy serves every kernel instance of this file.
+__device__ __noinline__ void route_warp(const float* logits, int E, int k, bool renormalize, int32_t* ids,
+                                        float* weights) {
+  constexpr int kPerLane = kMaxRouterExperts / 32;
+  const int lane = threadIdx.x % 32;
+  uint32_t key[kPerLane];
+  uint32_t top = 0;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + 32 * i;
-    v[i] = e < E ? l[e] : -FLT_MAX;
-    mx = fmaxf(mx, v[i]);
+    key[i] = e < E ? order_key(__ldcg(logits + e)) : 0;  // L2: written by a recent kernel
+    top = max(top, key[i]);
   }
-  mx = warp_max(mx);
-  float sum = 0;
+  const float mx = key_value(__reduce_max_sync(0xffffffffu, top));
+  float sum = 0, chosen = 0, my_p = 0;
+  if (weights && !renormalize) {
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i)
-    if (lane + 32 * i < E) sum += expf(v[i] - mx);
-  sum = warp_sum(sum);
-  uint32_t taken = 0;  // bit i: expert lane + 32 i already chosen
-  float chosen = 0, my_p = 0;
-  int my_slot = -1;
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i < E) sum += expf(key_value(key[i]) - mx);
+    sum = warp_sum(sum);
+  }
   for (int j = 0; j < k; ++j) {
-    float bv = -FLT_MAX;
-    int bi = 0x7fffffff;
+    uint32_t best = 0;
+    int bi = 0;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + 32 * i;
-      if (e < E && !((taken >> i) & 1) && (v[i] > bv || (v[i] == bv && e < bi))) bv = v[i], bi = e;
-    }
+    for (int i = 0; i < kPerLane; ++i)
+      if (key[i] > best) best = key[i], bi = i;  // strict: the lowest of equal keys
+    const uint32_t m = __reduce_max_sync(0xffffffffu, best);
+    const uint32_t id = __reduce_min_sync(0xffffffffu, best == m && m != 0 ? lane + 32 * bi : 0xffffffffu);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-    }
-    const float p = expf(bv - mx);
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i == static_cast<int>(id)) key[i] = 0;
+    const float p = expf(key_value(m) - mx);
     chosen += p;
-    if (bi % 32 == lane) taken |= 1u << (bi / 32);
-    if (lane == j) my_p = p, my_slot = bi;
-    if (lane == 0) ids[static_cast<int64_t>(t) * k + j] = bi;
+    if (lane == j) my_p = p;
+    if (lane == 0) ids[j] = static_cast<int32_t>(id);
   }
-  if (my_slot >= 0) weights[static_cast<int64_t>(t) * k + lane] = my_p / (renormalize ? chosen : sum);
+  if (weights && lane < k) weights[lane] = my_p / (renormalize ? chosen : sum);
 }
 
-constexpr int kWarps = 4;
+// One warp per token.
+__global__ void moe_route_kernel(const float* logits, int E, int n, int k, bool renormalize, int32_t* ids,
+                                 float* weights) {
+  pdl_begin();
+  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (t >= n) return;
+  route_warp(logits + static_cast<int64_t>(t) * E, E, k, renormalize, ids + static_cast<int64_t>(t) * k,
+             weights + static_cast<int64_t>(t) * k);
+}
 
-struct MoeParams {
-  const uint8_t* gate;  // {d, ff, E}
-  const uint8_t* up;    // {d, ff, E}
-  const uint8_t* down;  // {ff, d, E}
-  size_t gate_row_bytes, down_row_bytes;
-  const float* x;        // {d, n}
-  const int32_t* ids;    // {k, n}
-  const float* weights;  // {k, n}
-  float* act;            // {ff, k, n}
-  float* y;              // {d, n}
-  int d, ff, E, k, n;
-  bool gate_up_staged, down_staged;  // see matvec.cuh
+// Where a kernel finds the chosen experts: the router's logits, or ids/weights.
+struct Routing {
+  const float* logits;  // {E, n}, or null
+  const int32_t* ids;   // {k, n} when logits is null
+  const float* weights; // {k, n} when logits is null
+  bool renormalize;
 };
 
-// grid (ff / 4, k · n): warp = one ff row of one (token, expert) pair, its gate and
-// up rows read together.
-constexpr int kGateUpGroups = 8;  // a 2048-wide row in one pass
+struct GateUpParams {
+  const uint8_t* gate;  // {d, ff, E}
+  const uint8_t* up;    // {d, ff, E}
+  size_t row_bytes, span_slot;
+  const float* x;  // {d, n}
+  Routing route;
+  float* act;  // {ff, k, n}
+  int d, ff, E, k, rows;  // rows: ff rows per block
+};
 
+// grid (ff / rows, k, n).
 template <DType T>
-__global__ void __launch_bounds__(32 * kWarps) moe_gate_up_kernel(const __grid_constant__ MoeParams p) {
+__global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
+  extern __shared__ uint4 smem[];
   pdl_begin();
-  __shared__ uint4 stage[kWarps][stage_vecs<T, 2, kGateUpGroups>()];
-  const int warp = threadIdx.x / 32, r = blockIdx.x * kWarps + warp, pair = blockIdx.y, t = pair / p.k;
-  if (r >= p.ff) return;
-  const int e = p.ids[pair];
-  float* out = p.act + static_cast<int64_t>(pair) * p.ff + r;
-  if (e < 0 || e >= p.E) {
-    if (threadIdx.x % 32 == 0) *out = __int_as_float(0x7fc00000);  // a bad id shows as NaN
-    return;
-  }
-  const size_t row = (static_cast<size_t>(e) * p.ff + r) * p.gate_row_bytes;
-  const uint8_t* rows[2] = {p.gate + row, p.up + row};
-  float acc[2][kMaxDotTokens] = {};
-  const DenseX x{p.x + static_cast<int64_t>(t) * p.d, 0};
-  rows_dot_auto<T, 2, kGateUpGroups>(p.gate_up_staged, rows, p.d, 0, 1, x, 1, acc, stage[warp]);
-  const float gs = warp_sum(acc[0][0]), us = warp_sum(acc[1][0]);
-  if (threadIdx.x % 32 == 0) *out = silu(gs) * us;
-}
-
-// grid (d / kDownRows, n): a block computes kDownRows output rows of one token;
-// warp w takes the token's experts w, w + kDownWarps, ... (their rows are short:
-// ff elements), then the block sums the warps' weighted parts in a fixed order.
-constexpr int kDownWarps = 8, kDownRows = 4, kDownGroups = 2;
-
-template <DType T>
-__global__ void __launch_bounds__(32 * kDownWarps) moe_down_kernel(const __grid_constant__ MoeParams p) {
-  pdl_begin();
-  __shared__ uint4 stage[kDownWarps][stage_vecs<T, kDownRows, kDownGroups>()];
-  __shared__ float part[kDownWarps][kDownRows];
-  const int warp = threadIdx.x / 32, r0 = blockIdx.x * kDownRows, t = blockIdx.y;
-  float sum[kDownRows] = {};
-  for (int j = warp; j < p.k; j += kDownWarps) {
-    const int pair = t * p.k + j, e = p.ids[pair];
-    // A bad id reads expert 0 against its NaN act, so the token's output shows it.
-    const size_t ex = e >= 0 && e < p.E ? static_cast<size_t>(e) : 0;
-    const uint8_t* rows[kDownRows];
-    PerRowX<kDownRows> x;
-#pragma unroll
-    for (int i = 0; i < kDownRows; ++i) {
-      rows[i] = p.down + (ex * p.d + min(r0 + i, p.d - 1)) * p.down_row_bytes;
-      x.x[i] = p.act + static_cast<int64_t>(pair) * p.ff;
-    }
-    float acc[kDownRows][kMaxDotTokens] = {};
-    rows_dot_auto<T, kDownRows, kDownGroups>(p.down_staged, rows, p.ff, 0, 1, x, 1, acc, stage[warp]);
-    const float w = p.weights[pair];
-#pragma unroll
-    for (int i = 0; i < kDownRows; ++i) sum[i] += w * acc[i][0];
-  }
-#pragma unroll
-  for (int i = 0; i < kDownRows; ++i) {
-    const float s = warp_sum(sum[i]);
-    if (threadIdx.x % 32 == 0) part[warp][i] = s;
+  const int t = blockIdx.z, slot = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.ff - r0);
+  const int pair = t * p.k + slot;
+  __shared__ int32_t ids[kMaxRouted];
+  if (p.route.logits) {
+    if (threadIdx.x < 32)
+      route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
+  } else if (threadIdx.x == 0) {
+    ids[slot] = p.route.ids[pair];
   }
   __syncthreads();
-  if (threadIdx.x < kDownRows && r0 + static_cast<int>(threadIdx.x) < p.d) {
-    float total = 0;
-#pragma unroll
-    for (int w = 0; w < kDownWarps; ++w) total += part[w][threadIdx.x];
-    p.y[static_cast<int64_t>(t) * p.d + r0 + threadIdx.x] = total;
+  const int e = ids[slot];
+  float* act = p.act + static_cast<int64_t>(pair) * p.ff + r0;
+  if (e < 0 || e >= p.E) {  // a bad id shows as NaN
+    for (int r = threadIdx.x; r < nr; r += blockDim.x) act[r] = __int_as_float(0x7fc00000);
+    return;
   }
+  auto* sm = reinterpret_cast<uint8_t*>(smem);
+  const size_t first = (static_cast<size_t>(e) * p.ff + r0) * p.row_bytes, bytes = nr * p.row_bytes;
+  const uint8_t* gate = stage_span(sm, p.gate + first, bytes);
+  cp_async_commit();
+  const uint8_t* up = stage_span(sm + p.span_slot, p.up + first, bytes);
+  cp_async_commit();
+  auto* xs = reinterpret_cast<float4*>(sm + 2 * p.span_slot);
+  const auto* x = reinterpret_cast<const float4*>(p.x + static_cast<int64_t>(t) * p.d);
+  for (int c = threadIdx.x; c < p.d / 4; c += blockDim.x) xs[swizzled_chunk(c)] = x[c];
+  float* sums = reinterpret_cast<float*>(xs + p.d / 4);  // [gate rows, up rows]
+  const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr) {
+    row = (i < nr ? gate : up) + (i < nr ? i : i - nr) * p.row_bytes;
+    xr = xs;
+  };
+  for (int h = 0; h < 2; ++h) {  // the gate rows while the up rows still arrive
+    h == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
+    __syncthreads();
+    rows_dot_staged<T, 1>(h * nr, (h + 1) * nr, p.d, 1, 0, row_at, sums);
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < nr; r += blockDim.x) act[r] = silu(sums[r]) * sums[nr + r];
+}
+
+struct DownParams {
+  const uint8_t* down;  // {ff, d, E}
+  size_t row_bytes, span_slot;
+  Routing route;
+  const float* act;  // {ff, k, n}
+  float* y;          // {d, n}
+  int d, ff, E, k, rows;  // rows: output rows per block
+};
+
+// grid (d / rows, n). Shared memory: k spans of rows, the k act rows, the k · rows sums.
+template <DType T>
+__global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_constant__ DownParams p) {
+  extern __shared__ uint4 smem[];
+  __shared__ int32_t ids[kMaxRouted];
+  __shared__ float weights[kMaxRouted];
+  __shared__ int mis[kMaxRouted];  // where each expert's span starts in its slot
+  const int t = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.d - r0);
+  if (p.route.logits) {
+    if (threadIdx.x < 32)
+      route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, p.k, p.route.renormalize, ids, weights);
+  } else {
+    pdl_begin();
+    if (threadIdx.x < p.k) {
+      ids[threadIdx.x] = p.route.ids[t * p.k + threadIdx.x];
+      weights[threadIdx.x] = p.route.weights[t * p.k + threadIdx.x];
+    }
+  }
+  __syncthreads();
+  auto* sm = reinterpret_cast<uint8_t*>(smem);
+  const int half = (p.k + 1) / 2;
+  for (int j = 0; j < p.k; ++j) {
+    // A bad id reads expert 0 against its NaN act, so the token's output shows it.
+    const size_t e = ids[j] >= 0 && ids[j] < p.E ? static_cast<size_t>(ids[j]) : 0;
+    const uint8_t* row = stage_span(sm + j * p.span_slot, p.down + (e * p.d + r0) * p.row_bytes, nr * p.row_bytes);
+    if (threadIdx.x == 0) mis[j] = static_cast<int>(row - (sm + j * p.span_slot));
+    if (j == half - 1) cp_async_commit();
+  }
+  cp_async_commit();
+  if (p.route.logits) pdl_begin();
+  const int act_chunks = p.ff / 4;
+  auto* xs = reinterpret_cast<float4*>(sm + p.k * p.span_slot);
+  const auto* act = reinterpret_cast<const float4*>(p.act + static_cast<int64_t>(t) * p.k * p.ff);
+  for (int c = threadIdx.x; c < p.k * act_chunks; c += blockDim.x) {
+    const int j = c / act_chunks, cc = c % act_chunks;
+    xs[j * act_chunks + swizzled_chunk(cc)] = __ldcg(act + c);
+  }
+  float* sums = reinterpret_cast<float*>(xs + p.k * act_chunks);  // [expert][row]
+  const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr) {
+    const int j = i / nr;
+    row = sm + j * p.span_slot + mis[j] + (i - j * nr) * p.row_bytes;
+    xr = xs + j * act_chunks;
+  };
+  for (int h = 0; h < 2; ++h) {  // the first experts while the others still arrive
+    h == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
+    __syncthreads();
+    rows_dot_staged<T, 1>(h * half * nr, h == 0 ? half * nr : p.k * nr, p.ff, 1, 0, row_at, sums);
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < nr; r += blockDim.x) {
+    float total = 0;
+    for (int j = 0; j < p.k; ++j) total += weights[j] * sums[j * nr + r];
+    p.y[static_cast<int64_t>(t) * p.d + r0 + r] = total;
+  }
+}
+
+// Shared memory a kernel may take; rows per block shrink until it fits.
+constexpr size_t kSmemBudget = 96 * 1024;
+
+template <class... Params>
+void allow_smem(void (*kernel)(Params...)) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBudget)),
+             "cudaFuncSetAttribute");
+}
+
+void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, int k,
+                    const Routing& route, const Tensor& y, float* act, cudaStream_t s) {
+  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
+  const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
+  const int n = static_cast<int>(x.rows());
+  if (d % 32 != 0 || ff % 32 != 0) throw std::invalid_argument("cuda moe_ffn: rows not a multiple of 32 elements");
+  if (k > kMaxRouted || E > kMaxRouterExperts)
+    throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
+
+  // 16 ff rows per gate_up block and 8 output rows per down block: at one token,
+  // about two blocks of each per SM of an H100 on a 35B-A3B layer.
+  GateUpParams g{static_cast<const uint8_t*>(gate.data), static_cast<const uint8_t*>(up.data), gate.row_bytes(), 0,
+                 x.as<const float>(), route, act, d, ff, E, k, std::min(16, ff)};
+  auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows) * sizeof(float); };
+  for (;; g.rows /= 2) {
+    g.span_slot = span_slot_bytes(g.rows * g.row_bytes);
+    if (gate_up_smem() <= kSmemBudget) break;
+    if (g.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
+  }
+  DownParams dp{static_cast<const uint8_t*>(down.data), down.row_bytes(), 0, route, act, y.as<float>(),
+                d, ff, E, k, std::min(8, d)};
+  auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows) * sizeof(float); };
+  for (;; dp.rows /= 2) {
+    dp.span_slot = span_slot_bytes(dp.rows * dp.row_bytes);
+    if (down_smem() <= kSmemBudget) break;
+    if (dp.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
+  }
+  dispatch_weight_type(gate.type, [&](auto type) {
+    constexpr DType T = decltype(type)::value;
+    static const bool allowed = (allow_smem(moe_gate_up_kernel<T>), true);
+    (void)allowed;
+    launch_pdl_smem(moe_gate_up_kernel<T>, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
+  });
+  ZINC_CUDA_LAUNCHED("moe_gate_up");
+  dispatch_weight_type(down.type, [&](auto type) {
+    constexpr DType T = decltype(type)::value;
+    static const bool allowed = (allow_smem(moe_down_kernel<T>), true);
+    (void)allowed;
+    launch_pdl_smem(moe_down_kernel<T>, dim3(ceil_div(d, dp.rows), n), kExpertThreads, down_smem(), s, dp);
+  });
+  ZINC_CUDA_LAUNCHED("moe_down");
 }
 
 }  // namespace
 
 void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormalize, int32_t* ids, float* weights,
                cudaStream_t s) {
-  if (E > kMaxExperts || k > 32) throw std::invalid_argument("cuda moe_route: more than 512 experts or 32 chosen");
+  if (E > kMaxRouterExperts || k > kMaxRouted)
+    throw std::invalid_argument("cuda moe_route: more than 512 experts or 32 chosen");
   launch_pdl(moe_route_kernel, ceil_div(n, 4), 128, s, logits, static_cast<int>(E), static_cast<int>(n), k,
              renormalize, ids, weights);
   ZINC_CUDA_LAUNCHED("moe_route");
@@ -160,35 +277,13 @@ size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k) { return static_
 
 void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
              const Tensor& weights, const Tensor& y, float* act, cudaStream_t s) {
-  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
-  MoeParams p{static_cast<const uint8_t*>(gate.data),
-              static_cast<const uint8_t*>(up.data),
-              static_cast<const uint8_t*>(down.data),
-              gate.row_bytes(),
-              down.row_bytes(),
-              x.as<const float>(),
-              ids.as<const int32_t>(),
-              weights.as<const float>(),
-              act,
-              y.as<float>(),
-              static_cast<int>(x.ne[0]),
-              static_cast<int>(down.ne[0]),
-              static_cast<int>(gate.ne[2]),
-              static_cast<int>(ids.ne[0]),
-              static_cast<int>(x.rows()),
-              stageable(gate.data, gate.row_bytes(), gate.ne[0]) && stageable(up.data, up.row_bytes(), up.ne[0]),
-              stageable(down.data, down.row_bytes(), down.ne[0])};
-  if (static_cast<int64_t>(p.k) * p.n > 65535) throw std::invalid_argument("cuda moe_ffn: over 65535 (token, expert) pairs");
-  const dim3 gate_grid(ceil_div(p.ff, kWarps), static_cast<unsigned>(p.k * p.n));
-  dispatch_weight_type(gate.type, [&](auto type) {
-    launch_pdl(moe_gate_up_kernel<decltype(type)::value>, gate_grid, 32 * kWarps, s, p);
-  });
-  ZINC_CUDA_LAUNCHED("moe_gate_up");
-  const dim3 down_grid(ceil_div(p.d, kDownRows), static_cast<unsigned>(p.n));
-  dispatch_weight_type(down.type, [&](auto type) {
-    launch_pdl(moe_down_kernel<decltype(type)::value>, down_grid, 32 * kDownWarps, s, p);
-  });
-  ZINC_CUDA_LAUNCHED("moe_down");
+  launch_experts(x, gate, up, down, static_cast<int>(ids.ne[0]),
+                 Routing{nullptr, ids.as<const int32_t>(), weights.as<const float>(), false}, y, act, s);
+}
+
+void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
+                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, cudaStream_t s) {
+  launch_experts(x, gate, up, down, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, s);
 }
 
 }  // namespace zinc::cuda

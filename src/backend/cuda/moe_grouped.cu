@@ -1,10 +1,13 @@
 // Mixture of experts for batches (n > kMatvecMaxTokens): the (token, slot) pairs
 // are grouped by expert on the GPU, so every expert's weights are read and
-// dequantized once per 32 of its tokens instead of once per token.
+// dequantized once per 32 of its tokens instead of once per token: through the
+// pipelined tile product of mma_pipe.cuh when all three weights are Q8_0 / Q4_K /
+// Q5_K, else the generic mma_tile.cuh. (A 512-token batch gives an expert of 256
+// 16 tokens on average, so wider tiles would mostly multiply padding.)
 //
 //   1. x -> bf16 once (each token row is read by its k experts).
 //   2. One block counts the pairs per expert, scans the counts (pair offsets and
-//      32-token tile offsets per expert) and scatters the pair indices into expert
+//      tile offsets per expert) and scatters the pair indices into expert
 //      order. Integer atomics only: the order of pairs within an expert may vary
 //      between runs, but every output element is computed by the same operations
 //      whatever its column, so results are bitwise repeatable.
@@ -19,12 +22,14 @@
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_pipe.cuh"
 #include "backend/cuda/mma_tile.cuh"
 
 namespace zinc::cuda {
 namespace {
 
-constexpr int kTokens = 32;  // tokens of one expert per tile
+constexpr int kTokens = 32;      // tokens of one expert per tile (generic tiles)
+constexpr int kPipeTokens = 32;  // the same for the pipelined tiles
 constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
 
@@ -60,18 +65,10 @@ Scratch carve(void* base, int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E
   return s;
 }
 
-__global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t groups) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= groups) return;
-  const float4 a = reinterpret_cast<const float4*>(x)[2 * i], b = reinterpret_cast<const float4*>(x)[2 * i + 1];
-  reinterpret_cast<uint4*>(y)[i] = make_uint4(mma::pack_bf16(a.x, a.y), mma::pack_bf16(a.z, a.w),
-                                              mma::pack_bf16(b.x, b.y), mma::pack_bf16(b.z, b.w));
-}
-
 // One block: counts, scans and the scatter into expert order. Bad ids join no expert.
 __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const int32_t* ids, int pairs, int E,
-                                                                        int32_t* offset, int32_t* tile_offset,
-                                                                        int32_t* sorted) {
+                                                                        int tile, int32_t* offset,
+                                                                        int32_t* tile_offset, int32_t* sorted) {
   using Scan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int count[kMaxExperts];
@@ -87,7 +84,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const in
   int first = 0, first_tile = 0, total = 0, total_tiles = 0;
   Scan(scan).ExclusiveSum(c, first, total);
   __syncthreads();
-  Scan(scan).ExclusiveSum((c + kTokens - 1) / kTokens, first_tile, total_tiles);
+  Scan(scan).ExclusiveSum((c + tile - 1) / tile, first_tile, total_tiles);
   if (tid < E) offset[tid] = first, tile_offset[tid] = first_tile, count[tid] = first;  // count: next free slot
   if (tid == 0) offset[E] = total, tile_offset[E] = total_tiles;
   __syncthreads();
@@ -104,6 +101,7 @@ struct GroupedParams {
   size_t gate_row_bytes, down_row_bytes;
   Scratch s;
   int d, ff, E, k;
+  int tile;  // tokens per tile
 };
 
 // This block's tile (blockIdx.y): its expert, first sorted position and token count.
@@ -120,8 +118,8 @@ __device__ bool find_tile(const GroupedParams& p, Tile& t) {
     else hi = mid - 1;
   }
   t.expert = lo;
-  t.pos0 = p.s.offset[lo] + (tile - p.s.tile_offset[lo]) * kTokens;
-  t.count = min(kTokens, p.s.offset[lo + 1] - t.pos0);
+  t.pos0 = p.s.offset[lo] + (tile - p.s.tile_offset[lo]) * p.tile;
+  t.count = min(p.tile, p.s.offset[lo + 1] - t.pos0);
   return true;
 }
 
@@ -182,6 +180,81 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
       }
 }
 
+// The pipelined forms of the two kernels above (kPipeTokens per tile).
+// grid (ff / 64, tiles): warp w's 16 rows are gate rows r0 + 8w .. r0 + 8w + 7, then
+// the same up rows, so a gate value and its up value meet in one thread.
+template <DType T>
+__global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel(const __grid_constant__ GroupedParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  Tile t;
+  if (!find_tile(p, t)) return;
+  const int r0 = blockIdx.x * mma::kHalf;
+  const size_t first = (static_cast<size_t>(t.expert) * p.ff + r0) * p.gate_row_bytes;
+  float acc[kPipeTokens / 8][4];
+  pipe::product<T, kPipeTokens>(
+      smem,
+      [&](int r) -> const uint8_t* {
+        const int f = 8 * (r / 16) + r % 8;
+        if (r0 + f >= p.ff) return nullptr;
+        return (r % 16 < 8 ? p.gate : p.up) + first + static_cast<size_t>(f) * p.gate_row_bytes;
+      },
+      [&](int j) -> const __nv_bfloat16* {
+        return j < t.count ? p.s.xb + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d : nullptr;
+      },
+      p.gate, p.d, acc);
+  const int f = r0 + 8 * (threadIdx.x / 32) + threadIdx.x % 32 / 4;
+#pragma unroll
+  for (int nt = 0; nt < kPipeTokens / 8; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // acc[nt][h]: gate, acc[nt][2 + h]: up, of one token
+      const int tok = pipe::acc_token(nt, h);
+      if (tok < t.count && f < p.ff)
+        p.s.act[static_cast<size_t>(t.pos0 + tok) * p.ff + f] = __float2bfloat16(silu(acc[nt][h]) * acc[nt][2 + h]);
+    }
+}
+
+// grid (d / 128, tiles).
+template <DType T>
+__global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(const __grid_constant__ GroupedParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  Tile t;
+  if (!find_tile(p, t)) return;
+  const int r0 = blockIdx.x * pipe::kRows;
+  const uint8_t* first = p.down + (static_cast<size_t>(t.expert) * p.d + r0) * p.down_row_bytes;
+  float acc[kPipeTokens / 8][4];
+  pipe::product<T, kPipeTokens>(
+      smem,
+      [&](int r) -> const uint8_t* {
+        return r0 + r < p.d ? first + static_cast<size_t>(r) * p.down_row_bytes : nullptr;
+      },
+      [&](int j) -> const __nv_bfloat16* {
+        return j < t.count ? p.s.act + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
+      },
+      p.down, p.ff, acc);
+#pragma unroll
+  for (int nt = 0; nt < kPipeTokens / 8; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = r0 + pipe::acc_row(i), tok = pipe::acc_token(nt, i);
+      if (tok < t.count && r < p.d) p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[nt][i];
+    }
+}
+
+// Calls f(std::integral_constant<DType, T>{}) for a pipelined type t; false for the others.
+template <class F>
+bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
+  switch (w.type) {
+#define ZINC_PIPE_CASE(T)                                                   \
+  case DType::T:                                                            \
+    if (!pipe::fits<DType::T>(w.data, w.row_bytes(), k)) return false;     \
+    f(std::integral_constant<DType, DType::T>{});                           \
+    return true;
+    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K)
+#undef ZINC_PIPE_CASE
+    default: return false;
+  }
+}
+
 // y[t] = sum over slots j in order of w[t, j] · out[t · k + j]; a bad id makes the row NaN.
 __global__ void combine_kernel(const float* out, const int32_t* ids, const float* weights, float* y, int d, int k,
                                int E, int64_t quads) {
@@ -222,22 +295,41 @@ void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, cons
                   static_cast<int>(ff),
                   static_cast<int>(E),
                   static_cast<int>(k)};
-  to_bf16_kernel<<<ceil_div(d * n / 8, 256), 256, 0, s>>>(x.as<const float>(), p.s.xb, d * n / 8);
-  ZINC_CUDA_LAUNCHED("moe_to_bf16");
-  group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E,
+  to_bf16(x.as<const float>(), p.s.xb, d * n, s);
+  const auto none = [](auto) {};
+  const bool piped = dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
+  p.tile = piped ? kPipeTokens : kTokens;
+  group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E, p.tile,
                                                      p.s.offset, p.s.tile_offset, p.s.sorted);
   ZINC_CUDA_LAUNCHED("moe_group_by_expert");
   // Each expert with tokens has at most one partial tile.
-  const int max_tiles = ceil_div(pairs, kTokens) + static_cast<int>(std::min(E, pairs));
-  dispatch_weight_type(gate.type, [&](auto type) {
-    grouped_gate_up_kernel<decltype(type)::value>
-        <<<dim3(ceil_div(ff, mma::kHalf), max_tiles), mma::kThreads, 0, s>>>(p);
-  });
-  ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
-  dispatch_weight_type(down.type, [&](auto type) {
-    grouped_down_kernel<decltype(type)::value><<<dim3(ceil_div(d, mma::kRows), max_tiles), mma::kThreads, 0, s>>>(p);
-  });
-  ZINC_CUDA_LAUNCHED("moe_grouped_down");
+  const int max_tiles = ceil_div(pairs, p.tile) + static_cast<int>(std::min(E, pairs));
+  if (piped) {
+    dispatch_pipelined(gate, d, [&](auto type) {
+      constexpr DType T = decltype(type)::value;
+      constexpr int bytes = pipe::Config<T, kPipeTokens>::kSmemBytes;
+      pipe::allow_smem<grouped_gate_up_pipe_kernel<T>>(bytes);
+      grouped_gate_up_pipe_kernel<T><<<dim3(ceil_div(ff, mma::kHalf), max_tiles), pipe::kThreads, bytes, s>>>(p);
+    });
+    ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
+    dispatch_pipelined(down, ff, [&](auto type) {
+      constexpr DType T = decltype(type)::value;
+      constexpr int bytes = pipe::Config<T, kPipeTokens>::kSmemBytes;
+      pipe::allow_smem<grouped_down_pipe_kernel<T>>(bytes);
+      grouped_down_pipe_kernel<T><<<dim3(ceil_div(d, pipe::kRows), max_tiles), pipe::kThreads, bytes, s>>>(p);
+    });
+    ZINC_CUDA_LAUNCHED("moe_grouped_down");
+  } else {
+    dispatch_weight_type(gate.type, [&](auto type) {
+      grouped_gate_up_kernel<decltype(type)::value>
+          <<<dim3(ceil_div(ff, mma::kHalf), max_tiles), mma::kThreads, 0, s>>>(p);
+    });
+    ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
+    dispatch_weight_type(down.type, [&](auto type) {
+      grouped_down_kernel<decltype(type)::value><<<dim3(ceil_div(d, mma::kRows), max_tiles), mma::kThreads, 0, s>>>(p);
+    });
+    ZINC_CUDA_LAUNCHED("moe_grouped_down");
+  }
   combine_kernel<<<ceil_div(d * n / 4, 256), 256, 0, s>>>(p.s.out, ids.as<const int32_t>(), weights.as<const float>(),
                                                           y.as<float>(), p.d, p.k, p.E, d * n / 4);
   ZINC_CUDA_LAUNCHED("moe_combine");

@@ -1,13 +1,15 @@
 // The gated shared expert's output for a few tokens in one launch: its down
-// projection reads silu(g)·u on the fly, and the sigmoid gate and the add into the
-// routed experts' sum happen as each output element is written.
+// projection reads silu(g)·u formed once per block in shared memory, and the sigmoid
+// gate and the add into the routed experts' sum happen as each output element is
+// written. Inside moe_ffn_routed's sequence its inputs are older than the previous
+// kernel, so everything but the add runs before the wait for that kernel.
+#include "backend/cuda/expert_decode.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/matvec.cuh"
 
 namespace zinc::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kSharedMaxTokens = static_cast<int>(kMatvecMaxTokens);
 
 struct SharedParams {
   const uint8_t* down;  // {ff, d}
@@ -16,42 +18,49 @@ struct SharedParams {
   const float* u;      // {ff, n}
   const float* logit;  // {1, n} or null
   float* y;            // {d, n}
-  int ff, d, n;
-  bool staged;
+  int ff, d, n, rows;  // rows: output rows per block
+  bool inputs_settled;
 };
 
-// grid (d / 8): warp = two output rows for every token.
-constexpr int kSharedGroups = 2;
-
+// grid (d / rows). Shared memory: the rows' span, silu(g)·u of every token, the sums.
 template <DType T>
-__global__ void __launch_bounds__(32 * kWarps) shared_expert_add_kernel(const __grid_constant__ SharedParams p) {
-  pdl_begin();
-  __shared__ uint4 stage[kWarps][stage_vecs<T, 2, kSharedGroups>()];
-  const int warp = threadIdx.x / 32, r0 = (blockIdx.x * kWarps + warp) * 2;
-  if (r0 >= p.d) return;
-  const uint8_t* rows[2] = {p.down + static_cast<size_t>(r0) * p.row_bytes,
-                            p.down + static_cast<size_t>(min(r0 + 1, p.d - 1)) * p.row_bytes};
-  float acc[2][kMaxDotTokens] = {};
-  const SwigluX x{p.g, p.u, p.ff};
-  rows_dot_auto<T, 2, kSharedGroups>(p.staged, rows, p.ff, 0, 1, x, p.n, acc, stage[warp]);
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int t = 0; t < kMaxDotTokens; ++t) {
-      if (t < p.n) {
-        const float s = warp_sum(acc[i][t]);
-        if (threadIdx.x % 32 == 0 && r0 + i < p.d) {
-          const float gate = p.logit ? sigmoid(p.logit[t]) : 1.0f;
-          p.y[static_cast<int64_t>(t) * p.d + r0 + i] += gate * s;
-        }
-      }
-    }
+__global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const __grid_constant__ SharedParams p) {
+  extern __shared__ uint4 smem[];
+  if (!p.inputs_settled) pdl_begin();
+  const int r0 = blockIdx.x * p.rows, nr = min(p.rows, p.d - r0);
+  auto* sm = reinterpret_cast<uint8_t*>(smem);
+  const uint8_t* rows = stage_span(sm, p.down + static_cast<size_t>(r0) * p.row_bytes, nr * p.row_bytes);
+  cp_async_commit();
+  const int chunks = p.ff / 4;
+  auto* xs = reinterpret_cast<float4*>(sm + span_slot_bytes(p.rows * p.row_bytes));
+  for (int c = threadIdx.x; c < p.n * chunks; c += blockDim.x) {
+    // L2: inside moe_ffn_routed's sequence these were written two kernels back.
+    const float4 g = __ldcg(reinterpret_cast<const float4*>(p.g) + c);
+    const float4 u = __ldcg(reinterpret_cast<const float4*>(p.u) + c);
+    xs[c / chunks * chunks + swizzled_chunk(c % chunks)] =
+        make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w);
+  }
+  float* sums = reinterpret_cast<float*>(xs + p.n * chunks);  // [row][kSharedMaxTokens]
+  cp_async_wait<0>();
+  __syncthreads();
+  rows_dot_staged<T, kSharedMaxTokens>(
+      0, nr, p.ff, p.n, chunks,
+      [&](int i, const uint8_t*& row, const float4*& xr) { row = rows + i * p.row_bytes, xr = xs; }, sums);
+  __syncthreads();
+  if (p.inputs_settled) pdl_begin();
+  for (int i = threadIdx.x; i < nr * p.n; i += blockDim.x) {
+    const int t = i / nr, r = i % nr;
+    const float gate = p.logit ? sigmoid(p.logit[t]) : 1.0f;
+    p.y[static_cast<int64_t>(t) * p.d + r0 + r] += gate * sums[r * kSharedMaxTokens + t];
+  }
 }
+
+constexpr size_t kSmemBudget = 96 * 1024;
 
 }  // namespace
 
 void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const float* gate_logit, const Tensor& y,
-                       cudaStream_t s) {
+                       bool inputs_settled, cudaStream_t s) {
   SharedParams p{static_cast<const uint8_t*>(down.data),
                  down.row_bytes(),
                  g.as<const float>(),
@@ -61,9 +70,24 @@ void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, con
                  static_cast<int>(down.ne[0]),
                  static_cast<int>(down.rows()),
                  static_cast<int>(g.rows()),
-                 stageable(down.data, down.row_bytes(), down.ne[0])};
+                 std::min<int>(16, static_cast<int>(down.rows())),
+                 inputs_settled};
+  if (p.ff % 32 != 0) throw std::invalid_argument("cuda shared_expert_add: rows not a multiple of 32 elements");
+  // 16 rows per block: 128 blocks on a 2048-wide model, one per SM.
+  auto smem = [&] {
+    return span_slot_bytes(p.rows * p.row_bytes) + (p.n * p.ff + p.rows * kSharedMaxTokens) * sizeof(float);
+  };
+  for (; smem() > kSmemBudget; p.rows /= 2)
+    if (p.rows == 1) throw std::invalid_argument("cuda shared_expert_add: rows too long for shared memory");
   dispatch_weight_type(down.type, [&](auto type) {
-    launch_pdl(shared_expert_add_kernel<decltype(type)::value>, ceil_div(p.d, 2 * kWarps), 32 * kWarps, s, p);
+    constexpr DType T = decltype(type)::value;
+    static const bool allowed = (check_cuda(cudaFuncSetAttribute(shared_expert_add_kernel<T>,
+                                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                 static_cast<int>(kSmemBudget)),
+                                            "cudaFuncSetAttribute"),
+                                 true);
+    (void)allowed;
+    launch_pdl_smem(shared_expert_add_kernel<T>, ceil_div(p.d, p.rows), kExpertThreads, smem(), s, p);
   });
   ZINC_CUDA_LAUNCHED("shared_expert_add");
 }

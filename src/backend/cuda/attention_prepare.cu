@@ -1,0 +1,116 @@
+// The attention input stage (Backend::attention_prepare) in one launch: per token,
+// one block per query head (split query / gate, RMS norm, rope) and one per KV head
+// (RMS norm and rope of k, then k and v rounded into the F16 caches). A decode step
+// ran these as seven small kernels (two slices, two norms, two ropes, kv_store).
+// Each block holds its head's row in shared memory: rope pairs dims across threads.
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace zinc::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxHeadDim = 512;
+
+struct PrepareParams {
+  const float* qp;      // {2D, Hq, n} (query then gate per head) with gate, else {D, Hq, n}
+  const float* k;       // {D, Hkv, n}
+  const float* v;       // {D, Hkv, n}
+  const float* q_norm;  // {D} or null
+  const float* k_norm;  // {D} or null
+  const int32_t* pos;   // {n}
+  const float* freq_factors;  // {n_rot / 2} or null
+  float* q;             // {D, Hq, n}, may alias qp without gate
+  float* gate;          // {D, Hq, n} or null
+  __half* kc;           // {D, Hkv, n_ctx}
+  __half* vc;
+  float eps, theta, freq_scale;
+  int D, Hq, Hkv, n_ctx, n_rot;
+  bool neox;
+};
+
+__global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __grid_constant__ PrepareParams p) {
+  pdl_begin();
+  __shared__ float row[kMaxHeadDim];
+  __shared__ float red[32];
+  const int t = blockIdx.x, h = blockIdx.y, D = p.D;
+  const bool is_q = h < p.Hq;
+  const int position = p.pos[t];
+  if (!is_q && (position < 0 || position >= p.n_ctx)) return;
+  const int64_t head = is_q ? static_cast<int64_t>(t) * p.Hq + h : static_cast<int64_t>(t) * p.Hkv + (h - p.Hq);
+  const float* src = is_q ? p.qp + head * (p.gate ? 2 * D : D) : p.k + head * D;
+  const float* w = is_q ? p.q_norm : p.k_norm;
+
+  float ss = 0;
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    const float x = src[d];
+    row[d] = x;
+    ss += x * x;
+  }
+  const float total = block_sum(ss, red);  // also the barrier before rows are reread
+  if (w) {
+    const float inv = rsqrtf(total / D + p.eps);
+    for (int d = threadIdx.x; d < D; d += kThreads) row[d] = row[d] * inv * w[d];
+  }
+  __syncthreads();
+
+  const int half = p.n_rot / 2;
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float out = row[d];
+    if (d < p.n_rot) {
+      // Same frequency and angle arithmetic as the rope kernel (elementwise.cu).
+      const int j = p.neox ? d % half : d / 2;
+      const int i0 = p.neox ? j : 2 * j, i1 = p.neox ? j + half : 2 * j + 1;
+      double f = pow(p.theta, -2.0 * j / p.n_rot) * p.freq_scale;
+      if (p.freq_factors) f /= p.freq_factors[j];
+      const float ang = static_cast<float>(position) * static_cast<float>(f);
+      float sn, cs;
+      sincosf(ang, &sn, &cs);
+      const float a = row[i0], b = row[i1];
+      out = d == i0 ? a * cs - b * sn : a * sn + b * cs;
+    }
+    if (is_q) {
+      p.q[head * D + d] = out;
+      if (p.gate) p.gate[head * D + d] = src[D + d];
+    } else {
+      const int64_t at = (static_cast<int64_t>(position) * p.Hkv + (h - p.Hq)) * D + d;
+      p.kc[at] = __float2half_rn(out);
+      p.vc[at] = __float2half_rn(p.v[head * D + d]);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_prepare(const AttentionShape& s, const float* qp, const float* k, const float* v, const float* q_norm,
+                       const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope, float* q, float* gate,
+                       uint16_t* k_cache, uint16_t* v_cache, cudaStream_t st) {
+  if (s.head_dim > kMaxHeadDim) throw std::invalid_argument("cuda attention_prepare: head_dim above 512");
+  const PrepareParams p{qp,
+                        k,
+                        v,
+                        q_norm,
+                        k_norm,
+                        pos,
+                        rope.freq_factors,
+                        q,
+                        gate,
+                        reinterpret_cast<__half*>(k_cache),
+                        reinterpret_cast<__half*>(v_cache),
+                        eps,
+                        rope.theta,
+                        rope.freq_scale,
+                        static_cast<int>(s.head_dim),
+                        static_cast<int>(s.n_head),
+                        static_cast<int>(s.n_head_kv),
+                        static_cast<int>(s.n_ctx),
+                        rope.n_rot,
+                        rope.neox};
+  const dim3 grid(static_cast<unsigned>(s.n_tokens), static_cast<unsigned>(s.n_head + s.n_head_kv));
+  launch_pdl(attention_prepare_kernel, grid, kThreads, st, p);
+  ZINC_CUDA_LAUNCHED("attention_prepare");
+}
+
+}  // namespace zinc::cuda

@@ -1,0 +1,93 @@
+// Building blocks of the decode (few-token) expert kernels in moe.cu and
+// shared_expert_decode.cu: weight rows copied to shared memory with cp.async, and
+// row · x dot products read from there.
+//
+// A block stages all of its weight rows at once (cp.async needs no registers, so an
+// SM keeps tens of KB in flight) and then dequantizes them from shared memory. A
+// block's rows of one expert are contiguous in memory, so each expert's rows are one
+// span, copied as the 16-byte chunks that cover it: the span keeps its misalignment
+// (start % 16) in shared memory, so Dequant<T>::load8's alignment assumptions hold.
+//
+// Dot products go by runs of 32 consecutive elements (lane-owned), so a block
+// format's scales (one per 16, 32 or 256 elements) are decoded once per run or
+// less. Activations sit in shared memory as float4 chunks with the 8 chunks of a run
+// XOR-swizzled, so the lanes reading 8 consecutive runs hit 8 different banks.
+#pragma once
+
+#include "backend/cuda/dequant.cuh"
+
+namespace zinc::cuda {
+
+inline constexpr int kExpertThreads = 256;
+inline constexpr int kExpertWarps = kExpertThreads / 32;
+
+// Bytes of shared memory a span of `bytes` takes at any alignment.
+__host__ __device__ inline size_t span_slot_bytes(size_t bytes) { return (bytes + 15) / 16 * 16 + 16; }
+
+// Starts copying the 16-byte chunks that cover [src, src + bytes) to dst (16-byte
+// aligned), spread over the block's threads; returns where src's first byte lands.
+// The last chunk may read up to 15 bytes past the span (device buffers are
+// allocated in whole 16-byte units).
+__device__ __forceinline__ const uint8_t* stage_span(uint8_t* dst, const uint8_t* src, size_t bytes) {
+  const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+  const uint8_t* first = src - mis;
+  const int chunks = static_cast<int>((mis + bytes + 15) / 16);
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) cp_async16(dst + 16 * c, first + 16 * c);
+  return dst + mis;
+}
+
+// Chunk c (4 floats) of a swizzled activation row: runs keep their 8 chunks, rotated.
+__device__ __forceinline__ int swizzled_chunk(int c) { return c ^ ((c >> 3) & 7); }
+
+// acc[t] += the run q (elements 32q .. 32q + 31) of `row` · x_t, x_t at xs + t · x_chunks.
+template <DType T, int kMaxX>
+__device__ __forceinline__ void run_dot(const uint8_t* row, int q, const float4* xs, int x_chunks, int nx,
+                                        float (&acc)[kMaxX]) {
+  const int rot = q & 7;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float v[8];
+    Dequant<T>::load8(row, 32 * q + 8 * j, v);
+#pragma unroll
+    for (int t = 0; t < kMaxX; ++t) {
+      if (t < nx) {
+        const float4* x = xs + t * x_chunks + 8 * q;
+        const float4 a = x[(2 * j) ^ rot], b = x[(2 * j + 1) ^ rot];
+        acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z +
+                  v[7] * b.w;
+      }
+    }
+  }
+}
+
+// Dot products of the block's rows [begin, end) (each `in` elements) with up to
+// kMaxX activation rows, out[i · kMaxX + t]. row_at(i, row, xs) gives row i in shared
+// memory and its activations. A row of fewer than 32 runs takes only that many
+// lanes (when it divides 32), so a warp does several short rows per pass.
+template <DType T, int kMaxX, class RowAt>
+__device__ __forceinline__ void rows_dot_staged(int begin, int end, int in, int nx, int x_chunks, const RowAt& row_at,
+                                                float* out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, runs = in / 32;
+  const int lanes_per_row = runs >= 32 || 32 % runs != 0 ? 32 : runs, per_pass = 32 / lanes_per_row;
+  const int sub = lane % lanes_per_row;
+  for (int first = begin + warp * per_pass; first < end; first += kExpertWarps * per_pass) {
+    const int i = first + lane / lanes_per_row;
+    float acc[kMaxX] = {};
+    if (i < end) {
+      const uint8_t* row;
+      const float4* xs;
+      row_at(i, row, xs);
+      for (int q = sub; q < runs; q += lanes_per_row) run_dot<T, kMaxX>(row, q, xs, x_chunks, nx, acc);
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxX; ++t)
+      for (int o = lanes_per_row / 2; o > 0; o >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], o);
+    if (sub == 0 && i < end) {
+#pragma unroll
+      for (int t = 0; t < kMaxX; ++t)
+        if (t < nx) out[i * kMaxX + t] = acc[t];
+    }
+  }
+}
+
+}  // namespace zinc::cuda
