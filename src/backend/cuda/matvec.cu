@@ -158,9 +158,8 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) rows[i] = j.w + static_cast<size_t>(min(r0 + i, j.rows - 1)) * j.row_bytes;
   float acc[kRowsPerWarp][kMaxDotTokens] = {};
-  const DenseX x{p.x, p.in};
-  if (j.split) rows_dot<T, kRowsPerWarp, kDirectGroups, false, DenseX, N>(rows, p.in, warp, kWarps, x, p.n, acc, nullptr);
-  else rows_dot<T, kRowsPerWarp, kDirectGroups, false, DenseX, N>(rows, p.in, 0, 1, x, p.n, acc, nullptr);
+  if (j.split) rows_dot<T, kRowsPerWarp, kDirectGroups, N>(rows, p.in, warp, kWarps, p.x, p.in, p.n, acc);
+  else rows_dot<T, kRowsPerWarp, kDirectGroups, N>(rows, p.in, 0, 1, p.x, p.in, p.n, acc);
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i)
 #pragma unroll
