@@ -92,6 +92,9 @@ std::string phase_of(const CudaOpTime& t) {
   if (op_is({"attention", "attention_gated", "attention_prepare", "kv_store", "rope"}))
     return "attention (rope, cache, scores)";
   if (op_is({"moe_route"})) return "router top-k";
+  // Decode-only fusions (a prefill runs their parts as the ops above).
+  if (op_is({"gdn_core"})) return "GDN core (conv, gates, scan, norm)";
+  if (op_is({"moe_block"})) return "MoE block (routing, experts, shared expert)";
   return "norms + element-wise";
 }
 
