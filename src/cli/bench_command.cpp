@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "runtime/generator.h"
 
 #ifdef ZINC_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -36,8 +37,6 @@
 
 namespace zinc::cli {
 namespace {
-
-constexpr int64_t kPrefillChunk = 512;
 
 std::vector<int64_t> parse_list(const std::string& s) {
   std::vector<int64_t> out;
@@ -128,12 +127,13 @@ Stats stats(const std::vector<double>& v) {
 
 class Runner {
  public:
-  Runner(Model& model, Backend& be, int64_t n_ctx) : model_(model), be_(be), seq_(model.new_sequence(n_ctx)) {}
+  Runner(Model& model, Backend& be, int64_t n_ctx, int64_t chunk)
+      : model_(model), be_(be), seq_(model.new_sequence(n_ctx)), chunk_(chunk) {}
 
   // Absorbs `count` random tokens in chunks, untimed.
   void fill(int64_t count) {
-    for (int64_t done = 0; done < count; done += kPrefillChunk) {
-      const int64_t n = std::min(kPrefillChunk, count - done);
+    for (int64_t done = 0; done < count; done += chunk_) {
+      const int64_t n = std::min(chunk_, count - done);
       forward_and_pick(random_tokens(n));
     }
   }
@@ -142,8 +142,8 @@ class Runner {
   double prompt(int64_t n) {
     const auto tokens = random_tokens(n);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t done = 0; done < n; done += kPrefillChunk)
-      forward_and_pick(std::vector<int32_t>(tokens.begin() + done, tokens.begin() + std::min(n, done + kPrefillChunk)));
+    for (int64_t done = 0; done < n; done += chunk_)
+      forward_and_pick(std::vector<int32_t>(tokens.begin() + done, tokens.begin() + std::min(n, done + chunk_)));
     return seconds_since(t0);
   }
   double generate(int64_t n) {
@@ -175,6 +175,7 @@ class Runner {
   Model& model_;
   Backend& be_;
   SequenceState seq_;
+  int64_t chunk_;
   std::mt19937 rng_{1234};
 };
 
@@ -183,7 +184,7 @@ class Runner {
 void add_bench_command(CLI::App& app) {
   struct Args {
     std::string model, depths = "0", backend = "auto", prompts = "512";
-    int64_t gen = 128;
+    int64_t gen = 128, ubatch = GenerateOptions{}.prefill_chunk;
     int reps = 3, threads = 0;
     bool no_graphs = false, profile = false;
   };
@@ -194,6 +195,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-n,--n-gen", args->gen, "Generated tokens per tg test (0: none)")->capture_default_str();
   cmd->add_option("-d,--depth", args->depths, "Comma-separated context depths")->capture_default_str();
+  cmd->add_option("-u,--ubatch", args->ubatch, "Prompt tokens per forward call (prefill chunk)")->capture_default_str();
   cmd->add_option("-r,--repetitions", args->reps, "Timed repetitions (after two warm-ups)")->capture_default_str();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
@@ -202,6 +204,7 @@ void add_bench_command(CLI::App& app) {
                 "CUDA: time every op (eagerly) and print GPU time per phase of one more prompt per pp test");
   cmd->callback([args] {
     if (args->reps < 1) throw std::invalid_argument("bench: -r must be at least 1");
+    if (args->ubatch < 1) throw std::invalid_argument("bench: -u must be at least 1");
     const std::vector<int64_t> depths = parse_list(args->depths), prompts = parse_list(args->prompts);
     auto file = gguf::GgufFile::open(args->model);
     std::unique_ptr<Backend> backend;
@@ -240,7 +243,7 @@ void add_bench_command(CLI::App& app) {
 
     const int64_t max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
     const int64_t max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
-    Runner runner(*model, *backend, max_depth + std::max(max_prompt, args->gen) + 1);
+    Runner runner(*model, *backend, max_depth + std::max(max_prompt, args->gen) + 1, args->ubatch);
     int64_t filled = 0;
     for (int64_t depth : depths) {
       if (depth > filled) {

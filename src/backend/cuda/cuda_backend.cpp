@@ -244,7 +244,7 @@ class CudaBackend final : public Backend {
     check(x.ne[0] == w.ne[0] && w.ne[0] % 8 == 0, "matmul", "x row length differs from the weight's (or not a multiple of 8)");
     check(y.ne[0] == w.rows() && y.rows() == x.rows(), "matmul", "y shape mismatch");
     const bool batch = x.rows() > cuda::kMatvecMaxTokens;
-    void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(x)) : nullptr;
+    void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes({&w, 1}, x)) : nullptr;
     submit(Key(OpId::Matmul) << w << x << y, [=](cudaStream_t s) {
       if (batch) cuda::matmul_batched({&w, 1}, x, {&y, 1}, xb, s);
       else cuda::matvec(w, x, y, s);
@@ -425,7 +425,7 @@ class CudaBackend final : public Backend {
       key << w[i] << y[i];
     }
     const bool batch = x.rows() > cuda::kMatvecMaxTokens;
-    void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(x)) : nullptr;
+    void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(w, x)) : nullptr;
     submit(key, [=, ws = std::vector<Tensor>(w.begin(), w.end()), ys = std::vector<Tensor>(y.begin(), y.end())](
                     cudaStream_t s) {
       if (batch) cuda::matmul_batched(ws, x, ys, xb, s);
@@ -571,13 +571,15 @@ class CudaBackend final : public Backend {
     const bool fused = n <= cuda::kMatvecMaxTokens;
     float* act = fused ? nullptr : static_cast<float*>(arena_.take(ff * n * sizeof(float)));
     float* out = fused ? nullptr : static_cast<float*>(arena_.take(d * n * sizeof(float)));
+    const Tensor act_t = Tensor::make(DType::F32, {ff, n}, act), out_t = Tensor::make(DType::F32, {d, n}, out);
+    void* ab = fused ? nullptr : arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, act_t));
     submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=](cudaStream_t s) {
       if (fused) {
         cuda::shared_expert_add(g, u, down, gl, y, false, s);
         return;
       }
       cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
-      cuda::matmul_tiled(down, Tensor::make(DType::F32, {ff, n}, act), Tensor::make(DType::F32, {d, n}, out), s);
+      cuda::matmul_batched({&down, 1}, act_t, {&out_t, 1}, ab, s);
       if (gl) cuda::mul_sigmoid(out, gl, out, d * n, d, true, s);
       cuda::add(y.as<const float>(), out, y.as<float>(), d * n, s);
     });

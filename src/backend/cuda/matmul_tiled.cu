@@ -1,10 +1,10 @@
 // y = x·wᵀ for many tokens on the tensor cores.
 //
 // matmul_batched: one launch over one or more weights of the same input (Q8_0,
-// Q4_K or Q5_K, plus any F32 ones): x is rounded to bf16 once, each block takes
-// 128 rows of one weight x 64 tokens through the pipelined tile product of
-// mma_pipe.cuh; F32 weights (routers, small gates) take the split hi + lo form of
-// mma_tile.cuh, which keeps f32-level accuracy.
+// Q4_K or Q5_K): x is rounded to f16 once, each block takes 128 rows of one weight
+// x 64 tokens through the pipelined tile product of mma_pipe.cuh. F32 weights
+// (routers, GDN gates: few rows whose top-k choices and gates are sensitive to
+// rounding) take one f32 launch of their own on the CUDA cores, k split over warps.
 //
 // matmul_tiled: any weight type through mma_tile.cuh, 128 weight rows x 64 tokens
 // per block (32 when that leaves too few blocks to fill the GPU), the weights
@@ -66,7 +66,20 @@ __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t groups)
                                               mma::pack_bf16(b.x, b.y), mma::pack_bf16(b.z, b.w));
 }
 
-constexpr int kManyTokens = 64;  // tokens per block
+__device__ __forceinline__ uint32_t pack_f16(float first, float second) {
+  constexpr float kMax = 65504.0f;
+  const __half2 v = __floats2half2_rn(fminf(fmaxf(first, -kMax), kMax), fminf(fmaxf(second, -kMax), kMax));
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__global__ void to_f16_pairs_kernel(const float* x, __half* y, int64_t groups) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= groups) return;
+  const float4 a = reinterpret_cast<const float4*>(x)[2 * i], b = reinterpret_cast<const float4*>(x)[2 * i + 1];
+  reinterpret_cast<uint4*>(y)[i] = make_uint4(pack_f16(a.x, a.z), pack_f16(a.y, a.w), pack_f16(b.x, b.z), pack_f16(b.y, b.w));
+}
+
+// Tokens per block: 64, or 32 when 64 leaves fewer blocks than about two per SM.
+constexpr int kManyTokens = 64, kManyTokensNarrow = 32, kManyMinBlocks = 264;
 constexpr int kMaxMany = 8;      // weights per launch
 
 struct ManyWeight {
@@ -75,60 +88,28 @@ struct ManyWeight {
   float* y;  // {out, n}
   int out;
   int tile0;  // first row tile (blockIdx.x) of this weight
-  bool split;  // F32: the split hi + lo tiles
 };
 struct ManyParams {
   ManyWeight w[kMaxMany];
   int count, in, n;
-  const float* x;           // {in, n}
-  const __nv_bfloat16* xb;  // x in bf16
+  const __half* xb;  // x as the pipelined tiles' f16 token rows
 };
 
-// F32 weights: two 32-token halves of the split tile product.
-__device__ void many_split(const ManyWeight& w, const ManyParams& p, int row0, int tok0, uint8_t* smem) {
-  auto& sh = *reinterpret_cast<mma::Smem<32, true>*>(smem);
-  const mma::ARows a{{w.w + static_cast<size_t>(row0) * w.row_bytes,
-                      w.w + static_cast<size_t>(row0 + mma::kHalf) * w.row_bytes},
-                     w.row_bytes,
-                     {min(mma::kHalf, w.out - row0), min(mma::kHalf, w.out - row0 - mma::kHalf)}};
-  for (int half = 0; half < kManyTokens / 32; ++half) {
-    const int t0 = tok0 + 32 * half;
-    mma::BRows<float, 32> b;
-    b.row[0] = t0 + mma::load_row(0) < p.n ? p.x + static_cast<int64_t>(t0 + mma::load_row(0)) * p.in : nullptr;
-    float acc[2][2][4];
-    mma::tile_product<DType::F32, 32, true>(sh, a, b, p.in, acc);
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = row0 + mma::acc_row(s, i), t = t0 + mma::acc_token<32>(j, i);
-          if (r < w.out && t < p.n) w.y[static_cast<int64_t>(t) * w.out + r] = acc[s][j][i];
-        }
-  }
-}
-
-// grid (row tiles of all weights, token tiles): blocks of F32 weights take the split
-// path, the others (type T) the pipelined one.
-template <DType T>
+// grid (row tiles of all weights, token tiles).
+template <DType T, int BN>
 __global__ void __launch_bounds__(pipe::kThreads, 2) matmul_many_kernel(const __grid_constant__ ManyParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   int wi = 0;
   while (wi + 1 < p.count && p.w[wi + 1].tile0 <= static_cast<int>(blockIdx.x)) ++wi;
   const ManyWeight& w = p.w[wi];
-  const int row0 = (blockIdx.x - w.tile0) * pipe::kRows, tok0 = blockIdx.y * kManyTokens;
-  if (w.split) {
-    many_split(w, p, row0, tok0, smem);
-    return;
-  }
-  float acc[kManyTokens / 8][4];
-  pipe::product<T, kManyTokens>(
+  const int row0 = (blockIdx.x - w.tile0) * pipe::kRows, tok0 = blockIdx.y * BN;
+  float acc[BN / 8][4];
+  pipe::product<T, BN>(
       smem,
       [&](int r) { return row0 + r < w.out ? w.w + static_cast<size_t>(row0 + r) * w.row_bytes : nullptr; },
       [&](int j) { return tok0 + j < p.n ? p.xb + static_cast<size_t>(tok0 + j) * p.in : nullptr; }, w.w, p.in, acc);
 #pragma unroll
-  for (int nt = 0; nt < kManyTokens / 8; ++nt)
+  for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = row0 + pipe::acc_row(i), t = tok0 + pipe::acc_token(nt, i);
@@ -136,14 +117,102 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) matmul_many_kernel(const __
     }
 }
 
-template <DType T>
-void launch_many(const ManyParams& p, int row_tiles, cudaStream_t s) {
-  constexpr int bytes = std::max<int>(pipe::Config<T, kManyTokens>::kSmemBytes, sizeof(mma::Smem<32, true>));
-  pipe::allow_smem<matmul_many_kernel<T>>(bytes);
-  matmul_many_kernel<T><<<dim3(row_tiles, ceil_div(p.n, kManyTokens)), pipe::kThreads, bytes, s>>>(p);
+// F32 weights on the CUDA cores, in f32: a block takes 64 rows x 64 tokens over
+// one k-slice (4 x 4 outputs per thread, 16-k tiles through shared memory). The rows
+// are few (32 to 257 per call), so the launch splits k into up to 8 slices to fill
+// the GPU; the slices' partial sums are then added in a fixed order.
+constexpr int kF32Tile = 64, kF32K = 16, kF32MaxSplits = 8;
+struct F32Weight {
+  const float* w;  // {in, out}
+  float* y;        // {out, n}
+  float* part;     // {out, n, splits}: partial sums (splits > 1)
+  int out, tile0;  // tile0: first row tile (blockIdx.x)
+  int64_t elem0;   // first output of this weight in the reduction's numbering
+};
+struct F32Params {
+  F32Weight w[kMaxMany];
+  int count, in, n, splits;
+  const float* x;  // {in, n}
+};
+
+// k-slices for `tiles` blocks per slice: enough for about two blocks per SM.
+int f32_splits(int tiles, int in) {
+  int splits = 1;
+  while (splits < kF32MaxSplits && tiles * splits < 264 && in % (2 * splits * kF32K) == 0) splits *= 2;
+  return splits;
 }
 
-// The weights type of a pipelined launch (F32 ones join any), or F32 when there is none.
+__global__ void __launch_bounds__(256) matmul_f32_kernel(const __grid_constant__ F32Params p) {
+  __shared__ __align__(16) float ws[kF32K][kF32Tile + 4];
+  __shared__ __align__(16) float xs[kF32K][kF32Tile + 4];
+  int wi = 0;
+  while (wi + 1 < p.count && p.w[wi + 1].tile0 <= static_cast<int>(blockIdx.x)) ++wi;
+  const F32Weight& w = p.w[wi];
+  const int row0 = (blockIdx.x - w.tile0) * kF32Tile, tok0 = blockIdx.y * kF32Tile;
+  const int span = p.in / p.splits, k_begin = blockIdx.z * span;
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;           // outputs: rows 4ty.., tokens 4tx..
+  const int lr = threadIdx.x / 4, lk = 4 * (threadIdx.x % 4);        // loads: row / token lr, k lk..lk+3
+  // Rows and tokens past the end read the last one; their outputs are never stored.
+  const float* wrow = w.w + static_cast<int64_t>(min(row0 + lr, w.out - 1)) * p.in + k_begin + lk;
+  const float* xrow = p.x + static_cast<int64_t>(min(tok0 + lr, p.n - 1)) * p.in + k_begin + lk;
+  float acc[4][4] = {};
+  float4 a = __ldg(reinterpret_cast<const float4*>(wrow)), b = __ldg(reinterpret_cast<const float4*>(xrow));
+  for (int k = 0; k < span; k += kF32K) {
+    __syncthreads();  // the previous tile is read
+    ws[lk][lr] = a.x, ws[lk + 1][lr] = a.y, ws[lk + 2][lr] = a.z, ws[lk + 3][lr] = a.w;
+    xs[lk][lr] = b.x, xs[lk + 1][lr] = b.y, xs[lk + 2][lr] = b.z, xs[lk + 3][lr] = b.w;
+    __syncthreads();
+    if (k + kF32K < span) {  // the next tile's loads overlap this one's math
+      a = __ldg(reinterpret_cast<const float4*>(wrow + k + kF32K));
+      b = __ldg(reinterpret_cast<const float4*>(xrow + k + kF32K));
+    }
+#pragma unroll
+    for (int kk = 0; kk < kF32K; ++kk) {
+      const float4 av = *reinterpret_cast<const float4*>(&ws[kk][4 * ty]);
+      const float4 bv = *reinterpret_cast<const float4*>(&xs[kk][4 * tx]);
+      const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
+    }
+  }
+  float* out = p.splits == 1 ? w.y : w.part + static_cast<int64_t>(blockIdx.z) * p.n * w.out;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + 4 * ty + i, tok = tok0 + 4 * tx + j;
+      if (row < w.out && tok < p.n) out[static_cast<int64_t>(tok) * w.out + row] = acc[i][j];
+    }
+}
+
+// y = the sum of the k-slices' partial sums, slice 0 first.
+__global__ void f32_reduce_kernel(const __grid_constant__ F32Params p, int64_t total) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= total) return;
+  int wi = 0;
+  while (wi + 1 < p.count && p.w[wi + 1].elem0 <= e) ++wi;
+  const F32Weight& w = p.w[wi];
+  const int64_t i = e - w.elem0, size = static_cast<int64_t>(p.n) * w.out;
+  float sum = 0.0f;
+  for (int s = 0; s < p.splits; ++s) sum += w.part[s * size + i];
+  w.y[i] = sum;
+}
+
+template <DType T, int BN>
+void launch_many(const ManyParams& p, int row_tiles, cudaStream_t s) {
+  constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
+  pipe::allow_smem<matmul_many_kernel<T, BN>>(bytes);
+  matmul_many_kernel<T, BN><<<dim3(row_tiles, ceil_div(p.n, BN)), pipe::kThreads, bytes, s>>>(p);
+}
+template <DType T>
+void launch_many(const ManyParams& p, int row_tiles, cudaStream_t s) {
+  if (row_tiles * ceil_div(p.n, kManyTokens) >= kManyMinBlocks) launch_many<T, kManyTokens>(p, row_tiles, s);
+  else launch_many<T, kManyTokensNarrow>(p, row_tiles, s);
+}
+
+// The type of a pipelined launch: the first weight's that is not F32.
 DType pipelined_type(std::span<const Tensor> w) {
   for (const Tensor& t : w)
     if (t.type != DType::F32) return t.type;
@@ -166,40 +235,87 @@ void to_bf16(const float* x, __nv_bfloat16* y, int64_t count, cudaStream_t s) {
   ZINC_CUDA_LAUNCHED("to_bf16");
 }
 
-size_t matmul_batched_scratch_bytes(const Tensor& x) { return static_cast<size_t>(x.n_elements()) * 2; }
+void to_f16_pairs(const float* x, __half* y, int64_t count, cudaStream_t s) {
+  to_f16_pairs_kernel<<<ceil_div(count / 8, 256), 256, 0, s>>>(x, y, count / 8);
+  ZINC_CUDA_LAUNCHED("to_f16_pairs");
+}
+
+namespace {
+
+// How matmul_batched splits its weights: the pipelined launch, the F32 launch (with
+// its k-slices and partial sums) and the rest. `scratch` null: only sizes.
+struct BatchedPlan {
+  ManyParams many{};
+  F32Params f32{};
+  int many_tiles = 0, f32_tiles = 0;
+  DType type = DType::F32;
+  std::vector<size_t> rest;  // weights for matmul_tiled
+  size_t bytes = 0;          // scratch: f16 x, then the partial sums
+};
+
+BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch) {
+  BatchedPlan b;
+  b.type = pipelined_type(w);
+  const int in = static_cast<int>(x.ne[0]), n = static_cast<int>(x.rows());
+  b.many.in = b.f32.in = in, b.many.n = b.f32.n = n;
+  b.many.xb = static_cast<const __half*>(scratch);
+  b.f32.x = x.as<const float>();
+  for (size_t i = 0; i < w.size(); ++i) {
+    const int out = static_cast<int>(w[i].rows());
+    float* yi = y.empty() ? nullptr : y[i].as<float>();
+    if (w[i].type == DType::F32 && b.f32.count < kMaxMany && in % kF32K == 0) {
+      b.f32.w[b.f32.count++] = {w[i].as<const float>(), yi, nullptr, out, b.f32_tiles, 0};
+      b.f32_tiles += ceil_div(out, kF32Tile);
+    } else if (w[i].type == b.type && b.many.count < kMaxMany && pipelined(w[i], b.type)) {
+      b.many.w[b.many.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), yi, out, b.many_tiles};
+      b.many_tiles += ceil_div(out, pipe::kRows);
+    } else {
+      b.rest.push_back(i);
+    }
+  }
+  b.bytes = (static_cast<size_t>(x.n_elements()) * 2 + 255) & ~size_t{255};
+  b.f32.splits = f32_splits(b.f32_tiles * ceil_div(n, kF32Tile), in);
+  if (b.f32.splits > 1) {
+    int64_t elem = 0;
+    for (int i = 0; i < b.f32.count; ++i) {
+      F32Weight& f = b.f32.w[i];
+      f.elem0 = elem;
+      elem += static_cast<int64_t>(n) * f.out;
+      if (scratch) f.part = reinterpret_cast<float*>(static_cast<char*>(scratch) + b.bytes);
+      b.bytes += sizeof(float) * b.f32.splits * n * f.out;
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
+size_t matmul_batched_scratch_bytes(std::span<const Tensor> w, const Tensor& x) {
+  return plan_batched(w, x, {}, nullptr).bytes;
+}
 
 void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch,
                     cudaStream_t s) {
-  const DType t = pipelined_type(w);
-  ManyParams p{};
-  p.in = static_cast<int>(x.ne[0]), p.n = static_cast<int>(x.rows()), p.x = x.as<const float>();
-  p.xb = static_cast<const __nv_bfloat16*>(scratch);
-  int tiles = 0;
-  std::vector<size_t> rest;  // weights for matmul_tiled
-  for (size_t i = 0; i < w.size(); ++i) {
-    const bool joins = t != DType::F32 && p.count < kMaxMany && (w[i].type == DType::F32 || w[i].type == t) &&
-                       (w[i].type == DType::F32 || pipelined(w[i], t));
-    if (!joins) {
-      rest.push_back(i);
-      continue;
+  const BatchedPlan b = plan_batched(w, x, y, scratch);
+  if (b.f32.count > 0) {
+    const F32Params& f = b.f32;
+    matmul_f32_kernel<<<dim3(b.f32_tiles, ceil_div(f.n, kF32Tile), f.splits), 256, 0, s>>>(f);
+    ZINC_CUDA_LAUNCHED("matmul_f32");
+    if (f.splits > 1) {
+      const F32Weight& last = f.w[f.count - 1];
+      const int64_t total = last.elem0 + static_cast<int64_t>(f.n) * last.out;
+      f32_reduce_kernel<<<ceil_div(total, 256), 256, 0, s>>>(f, total);
+      ZINC_CUDA_LAUNCHED("matmul_f32_reduce");
     }
-    const int out = static_cast<int>(w[i].rows());
-    p.w[p.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), y[i].as<float>(), out, tiles,
-                      w[i].type == DType::F32};
-    tiles += ceil_div(out, pipe::kRows);
   }
-  bool any_pipelined = false;
-  for (int i = 0; i < p.count; ++i) any_pipelined |= !p.w[i].split;
-  if (!any_pipelined) {  // nothing for the pipelined tiles: every weight its own launch
-    for (size_t i = 0; i < w.size(); ++i) matmul_tiled(w[i], x, y[i], s);
-    return;
+  if (b.many.count > 0) {
+    to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
+    if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, s);
+    else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, s);
+    else launch_many<DType::Q5_K>(b.many, b.many_tiles, s);
+    ZINC_CUDA_LAUNCHED("matmul_many_tiled");
   }
-  to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(scratch), x.n_elements(), s);
-  if (t == DType::Q8_0) launch_many<DType::Q8_0>(p, tiles, s);
-  else if (t == DType::Q4_K) launch_many<DType::Q4_K>(p, tiles, s);
-  else launch_many<DType::Q5_K>(p, tiles, s);
-  ZINC_CUDA_LAUNCHED("matmul_many_tiled");
-  for (size_t i : rest) matmul_tiled(w[i], x, y[i], s);
+  for (size_t i : b.rest) matmul_tiled(w[i], x, y[i], s);
 }
 
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s) {

@@ -1,24 +1,33 @@
 // The pipelined tensor-core tile product of the prefill kernels (matmul_tiled.cu,
 // moe_grouped.cu) for the weight types whose k-chunks are whole 8- or 16-byte
 // pieces (Q8_0, Q4_K, Q5_K): a block of 8 warps computes 128 weight rows x BN tokens
-// (bf16 token rows, f32 accumulate).
+// (f16 token rows, f32 accumulate).
 //
 // The raw weight bytes of a k-chunk (one K-quant super-block of 256, four Q8_0
 // blocks) and the token rows' chunk are copied to shared memory with cp.async,
 // kStages chunks in flight, so global latency overlaps the math of earlier chunks;
 // one barrier per chunk. Each warp owns 16 weight rows and every token of the tile,
 // and each thread dequantizes its own mma.sync A fragments straight from the staged
-// bytes: every weight element is dequantized once per block, with no bf16 weight
-// tile and no barrier between the k-steps of 64.
+// bytes: every weight element is dequantized once per block, with no weight tile in
+// shared memory and no barrier between the k-steps of 64.
+//
+// Why f16 and not bf16: a 4- or 8-bit code ORed under the exponent of 1024.0 is an
+// exact f16, so two codes become f16 with one LOP3 or PRMT, and one HSUB2 + HFMA2
+// scale them: about 2 instructions per element, against ~5 through f32 and a
+// conversion, which made these tiles issue-bound rather than tensor-bound. f16 also
+// keeps 3 more mantissa bits than bf16; token rows are clamped to f16's range.
 //
 // k order: a product sums over k, so any order works as long as weights and tokens
 // agree. Thread t (lane % 4) takes elements [8t, 8t + 8) and [32 + 8t, 40 + 8t) of
-// each 64-step (for K-quants the low and high nibbles of the same 8 bytes) and
-// feeds the 16 values, 4 at a time, to the 4 mma of the step as its k-columns
-// 2t, 2t + 1, 2t + 8, 2t + 9. Token rows are read in the same order.
+// each 64-step (for K-quants the low and high nibbles of the same 8 bytes). The
+// codes of elements (e, e + 2) share a 32-bit word's two halves, as do (e + 1,
+// e + 3), so those pairs are what the fragments hold: token rows are stored with
+// each group of 4 elements permuted to (0, 2, 1, 3) (to_f16_pairs), and a 16-byte
+// load of 8 permuted elements then matches the 4 weight words of the same 8.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 
@@ -88,12 +97,100 @@ __device__ __forceinline__ void cp_async_wait() {
 // 16-byte load phase (two rows, 4 groups each) then hit 8 distinct bank quads.
 __device__ __forceinline__ int b_group(int j, int c) { return c ^ ((j & 1) << 2); }
 
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ __half2 as_half2(uint32_t w) { return *reinterpret_cast<const __half2*>(&w); }
+__device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
+// Two codes c0 | c1 << 16 (each < 1024) ORed under 1024.0's exponent, minus `bias`:
+// exactly the f16 pair (c0 - bias + 1024, c1 - bias + 1024) - 1024.
+__device__ __forceinline__ __half2 codes_f16(uint32_t magic_codes, uint32_t bias2) {
+  return __hsub2(as_half2(magic_codes), as_half2(bias2));
+}
+constexpr uint32_t kMagic = 0x64006400u;  // f16 1024.0 in both halves
+
+// A weight row's staged chunk as mma A fragments: load(row, s, l, scale(row, s))
+// gives elements e = 32s + l .. e + 7 of the chunk (s: its 32-element block or
+// sub-block, l a multiple of 8) as the f16 pairs (e, e+2), (e+1, e+3), (e+4, e+6),
+// (e+5, e+7); scale(row, s) is the block's packed scale.
+template <DType T> struct Frag;
+
+// Q8_0 chunk: 4 blocks of (f16 d, 32 int8). Scale word: d in both halves.
+template <> struct Frag<DType::Q8_0> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 34 * s);
+    return d | (d << 16);
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    uint2 q = load_bytes8<2>(row + 34 * s + 2 + l);
+    q.x ^= 0x80808080u, q.y ^= 0x80808080u;  // int8 to unsigned + 128
+    const uint32_t bias = 0x64806480u;        // 1024 + 128
+    const __half2 d = as_half2(scale);
+    out[0] = as_u32(__hmul2(codes_f16(__byte_perm(q.x, 0x64646464u, 0x4240), bias), d));
+    out[1] = as_u32(__hmul2(codes_f16(__byte_perm(q.x, 0x64646464u, 0x4341), bias), d));
+    out[2] = as_u32(__hmul2(codes_f16(__byte_perm(q.y, 0x64646464u, 0x4240), bias), d));
+    out[3] = as_u32(__hmul2(codes_f16(__byte_perm(q.y, 0x64646464u, 0x4341), bias), d));
+  }
+};
+
+// Q4_K / Q5_K chunk: one super-block. Scale word: (d · sc, -dmin · m) of sub-block s,
+// each product rounded once to f16.
+__device__ __forceinline__ uint32_t k_scale_word(const uint8_t* block, int s) {
+  const uint8_t* q = block + 4;
+  uint32_t sc, m;
+  if (s < 4) {
+    sc = q[s] & 63, m = q[s + 4] & 63;
+  } else {
+    sc = (q[s + 4] & 15) | ((q[s - 4] >> 6) << 4);
+    m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  }
+  const uint32_t dm = *reinterpret_cast<const uint32_t*>(block) ^ 0x80000000u;  // (d, -dmin)
+  return as_u32(__hmul2(as_half2(dm), codes_f16(sc | (m << 16) | kMagic, kMagic)));
+}
+// c · scale.x + scale.y for both halves.
+__device__ __forceinline__ uint32_t k_value(uint32_t magic_codes, uint32_t scale) {
+  const __half2 sm = as_half2(scale);
+  return as_u32(__hfma2(codes_f16(magic_codes, kMagic), __low2half2(sm), __high2half2(sm)));
+}
+
+template <> struct Frag<DType::Q4_K> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return k_scale_word(row, s); }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const int shift = 4 * (s & 1);
+    const uint2 q = *reinterpret_cast<const uint2*>(row + 16 + 32 * (s / 2) + l);
+    out[0] = k_value(((q.x >> shift) & 0x000F000Fu) | kMagic, scale);
+    out[1] = k_value(((q.x >> (shift + 8)) & 0x000F000Fu) | kMagic, scale);
+    out[2] = k_value(((q.y >> shift) & 0x000F000Fu) | kMagic, scale);
+    out[3] = k_value(((q.y >> (shift + 8)) & 0x000F000Fu) | kMagic, scale);
+  }
+};
+
+template <> struct Frag<DType::Q5_K> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return k_scale_word(row, s); }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const int shift = 4 * (s & 1);
+    const uint2 q = *reinterpret_cast<const uint2*>(row + 48 + 32 * (s / 2) + l);
+    const uint2 h = *reinterpret_cast<const uint2*>(row + 16 + l);
+    // Bit s of bytes 0 and 2 of a high-bit word to bits 4 and 20, of bytes 1 and 3 likewise.
+    auto high02 = [&](uint32_t w) { return (s <= 4 ? w << (4 - s) : w >> (s - 4)) & 0x00100010u; };
+    auto high13 = [&](uint32_t w) { return (w >> (s + 4)) & 0x00100010u; };
+    out[0] = k_value(((q.x >> shift) & 0x000F000Fu) | high02(h.x) | kMagic, scale);
+    out[1] = k_value(((q.x >> (shift + 8)) & 0x000F000Fu) | high13(h.x) | kMagic, scale);
+    out[2] = k_value(((q.y >> shift) & 0x000F000Fu) | high02(h.y) | kMagic, scale);
+    out[3] = k_value(((q.y >> (shift + 8)) & 0x000F000Fu) | high13(h.y) | kMagic, scale);
+  }
+};
+
 template <DType T, int BN>
 struct Tile {
   using C = Config<T, BN>;
   uint8_t* smem;
   const uint8_t* const* arows;        // [kRows], null: zeros
-  const __nv_bfloat16* const* brows;  // [BN], null: zeros
+  const __half* const* brows;  // [BN], null: zeros
   const void* any;                    // a valid global address for the zero copies
 
   __device__ uint8_t* stage(int i) const { return smem + i * C::kStageBytes; }
@@ -106,11 +203,11 @@ struct Tile {
       cp_async<C::kPiece>(st + r * C::kAStride + p * C::kPiece,
                           src ? src + static_cast<size_t>(chunk) * C::kChunkBytes + p * C::kPiece : any, src != nullptr);
     }
-    auto* sb = reinterpret_cast<__nv_bfloat16*>(st + kRows * C::kAStride);
+    auto* sb = reinterpret_cast<__half*>(st + kRows * C::kAStride);
 #pragma unroll
     for (int q = threadIdx.x; q < BN * C::kBPieces; q += kThreads) {
       const int j = q / C::kBPieces, p = q % C::kBPieces;
-      const __nv_bfloat16* src = brows[j];
+      const __half* src = brows[j];
       cp_async<16>(sb + j * C::kChunk + 8 * b_group(j, p),
                    src ? src + static_cast<size_t>(chunk) * C::kChunk + 8 * p : any, src != nullptr);
     }
@@ -119,36 +216,38 @@ struct Tile {
   // acc[nt][i]: rows 16·warp + lane / 4 + 8·(i / 2), token 8·nt + 2·(lane % 4) + i % 2.
   __device__ void compute(const uint8_t* st, float (&acc)[BN / 8][4]) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const uint8_t* r0 = st + (16 * warp + g) * C::kAStride;
-    const uint8_t* r1 = r0 + 8 * C::kAStride;
-    const auto* sb = reinterpret_cast<const __nv_bfloat16*>(st + kRows * C::kAStride);
+    const uint8_t* rows[2] = {st + (16 * warp + g) * C::kAStride, st + (16 * warp + g + 8) * C::kAStride};
+    const auto* sb = reinterpret_cast<const __half*>(st + kRows * C::kAStride);
 #pragma unroll
     for (int j = 0; j < C::kChunk / 64; ++j) {
-      const int e0 = 64 * j + 8 * t, e1 = e0 + 32;
-      float v[4][8];  // row g's two runs, then row g + 8's
-      Dequant<T>::load8(r0, e0, v[0]);
-      Dequant<T>::load8(r0, e1, v[1]);
-      Dequant<T>::load8(r1, e0, v[2]);
-      Dequant<T>::load8(r1, e1, v[3]);
+      // The 4 scales of this step (rows g, g + 8 x runs 0, 1): lane t of the 4 that
+      // share g decodes scale t, then they swap.
+      const uint32_t mine = Frag<T>::scale(rows[t / 2], 2 * j + t % 2);
+      uint32_t sc[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) sc[c] = __shfl_sync(0xffffffffu, mine, (lane & ~3) | c);
+      uint32_t v[2][2][4];  // [row][run]: words (e, e+2), (e+1, e+3), (e+4, e+6), (e+5, e+7)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int run = 0; run < 2; ++run) Frag<T>::load(rows[r], 2 * j + run, 8 * t, sc[2 * r + run], v[r][run]);
       uint32_t a[4][4];
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
-        const int run = m / 2, o = 4 * (m % 2);
-        a[m][0] = mma::pack_bf16(v[run][o], v[run][o + 1]);
-        a[m][1] = mma::pack_bf16(v[2 + run][o], v[2 + run][o + 1]);
-        a[m][2] = mma::pack_bf16(v[run][o + 2], v[run][o + 3]);
-        a[m][3] = mma::pack_bf16(v[2 + run][o + 2], v[2 + run][o + 3]);
+        const int run = m / 2, o = 2 * (m % 2);
+        a[m][0] = v[0][run][o], a[m][1] = v[1][run][o], a[m][2] = v[0][run][o + 1], a[m][3] = v[1][run][o + 1];
       }
+      const int e0 = 64 * j + 8 * t, e1 = e0 + 32;
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
         const int tok = 8 * nt + g;
-        const __nv_bfloat16* row = sb + tok * C::kChunk;
+        const __half* row = sb + tok * C::kChunk;
         const uint4 b0 = *reinterpret_cast<const uint4*>(row + 8 * b_group(tok, e0 / 8));
         const uint4 b1 = *reinterpret_cast<const uint4*>(row + 8 * b_group(tok, e1 / 8));
-        mma::mma_bf16(acc[nt], a[0], b0.x, b0.y);
-        mma::mma_bf16(acc[nt], a[1], b0.z, b0.w);
-        mma::mma_bf16(acc[nt], a[2], b1.x, b1.y);
-        mma::mma_bf16(acc[nt], a[3], b1.z, b1.w);
+        mma_f16(acc[nt], a[0], b0.x, b0.y);
+        mma_f16(acc[nt], a[1], b0.z, b0.w);
+        mma_f16(acc[nt], a[2], b1.x, b1.y);
+        mma_f16(acc[nt], a[3], b1.z, b1.w);
       }
     }
   }
@@ -162,7 +261,7 @@ __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, c
                                         float (&acc)[BN / 8][4]) {
   using C = Config<T, BN>;
   auto** arows = reinterpret_cast<const uint8_t**>(smem + C::kStages * C::kStageBytes);
-  auto** brows = reinterpret_cast<const __nv_bfloat16**>(arows + kRows);
+  auto** brows = reinterpret_cast<const __half**>(arows + kRows);
   for (int r = threadIdx.x; r < kRows; r += kThreads) arows[r] = a_row(r);
   for (int j = threadIdx.x; j < BN; j += kThreads) brows[j] = b_row(j);
 #pragma unroll
@@ -208,4 +307,7 @@ void allow_smem(int bytes) {
 namespace zinc::cuda {
 // y = x rounded to bf16; count a multiple of 8 (matmul_tiled.cu).
 void to_bf16(const float* x, __nv_bfloat16* y, int64_t count, cudaStream_t s);
+// y = x rounded to f16 (clamped to its range), each group of 4 stored in the order
+// (0, 2, 1, 3): the token rows of the pipelined tiles. count a multiple of 8.
+void to_f16_pairs(const float* x, __half* y, int64_t count, cudaStream_t s);
 }  // namespace zinc::cuda

@@ -5,7 +5,8 @@
 // Q5_K, else the generic mma_tile.cuh. (A 512-token batch gives an expert of 256
 // 16 tokens on average, so wider tiles would mostly multiply padding.)
 //
-//   1. x -> bf16 once (each token row is read by its k experts).
+//   1. x -> f16 (bf16 for the generic tiles) once (each token row is read by its k
+//      experts).
 //   2. One block counts the pairs per expert, scans the counts (pair offsets and
 //      tile offsets per expert) and scatters the pair indices into expert
 //      order. Integer atomics only: the order of pairs within an expert may vary
@@ -14,7 +15,7 @@
 //   3. One launch for gate + up over all experts' tiles (grid.y = an upper bound on
 //      the tile count; spare blocks exit), the tensor-core tile product of
 //      mma_tile.cuh with gate rows and up rows in one tile and SwiGLU in the
-//      epilogue; act is stored as bf16 in expert order.
+//      epilogue; act is stored in expert order as the down tiles' token rows.
 //   4. One launch for down, writing each pair's output row.
 //   5. Combine in token order: y[t] = sum over slots j (fixed order) of w[t, j] · out[t, j].
 #include <cub/block/block_scan.cuh>
@@ -34,8 +35,8 @@ constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
 
 struct Scratch {
-  __nv_bfloat16* xb;      // {d, n}
-  __nv_bfloat16* act;     // {ff, pairs} in expert order
+  void* xb;               // {d, n}: bf16 (generic tiles) or to_f16_pairs' f16 (pipelined)
+  void* act;              // {ff, pairs} in expert order, the same type
   float* out;             // {d, pairs} in pair order (token · k + slot)
   int32_t* sorted;        // pair indices in expert order
   int32_t* offset;        // {E + 1}: first sorted position of each expert
@@ -55,8 +56,8 @@ Scratch carve(void* base, int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E
     return at;
   };
   Scratch s;
-  s.xb = reinterpret_cast<__nv_bfloat16*>(take(sizeof(__nv_bfloat16) * d * n));
-  s.act = reinterpret_cast<__nv_bfloat16*>(take(sizeof(__nv_bfloat16) * ff * pairs));
+  s.xb = take(sizeof(uint16_t) * d * n);
+  s.act = take(sizeof(uint16_t) * ff * pairs);
   s.out = reinterpret_cast<float*>(take(sizeof(float) * d * pairs));
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * pairs));
   s.offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
@@ -136,7 +137,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __
 #pragma unroll
   for (int i = 0; i < kTokens / mma::kRowsPerPass; ++i) {
     const int j = mma::load_row(i);
-    b.row[i] = j < t.count ? p.s.xb + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d : nullptr;
+    b.row[i] = j < t.count ? static_cast<const __nv_bfloat16*>(p.s.xb) + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d
+                           : nullptr;
   }
   float acc[2][kTokens / 16][4];
   mma::tile_product<T, kTokens, false>(sh, a, b, p.d, acc);
@@ -146,7 +148,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __
     for (int i = 0; i < 4; ++i) {
       const int r = mma::acc_row(0, i), tok = mma::acc_token<kTokens>(j, i);
       if (tok < t.count && r < valid)
-        p.s.act[static_cast<size_t>(t.pos0 + tok) * p.ff + r0 + r] = __float2bfloat16(silu(acc[0][j][i]) * acc[1][j][i]);
+        static_cast<__nv_bfloat16*>(p.s.act)[static_cast<size_t>(t.pos0 + tok) * p.ff + r0 + r] =
+            __float2bfloat16(silu(acc[0][j][i]) * acc[1][j][i]);
     }
 }
 
@@ -165,7 +168,7 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
 #pragma unroll
   for (int i = 0; i < kTokens / mma::kRowsPerPass; ++i) {
     const int j = mma::load_row(i);
-    b.row[i] = j < t.count ? p.s.act + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
+    b.row[i] = j < t.count ? static_cast<const __nv_bfloat16*>(p.s.act) + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
   }
   float acc[2][kTokens / 16][4];
   mma::tile_product<T, kTokens, false>(sh, a, b, p.ff, acc);
@@ -198,18 +201,22 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel
         if (r0 + f >= p.ff) return nullptr;
         return (r % 16 < 8 ? p.gate : p.up) + first + static_cast<size_t>(f) * p.gate_row_bytes;
       },
-      [&](int j) -> const __nv_bfloat16* {
-        return j < t.count ? p.s.xb + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d : nullptr;
+      [&](int j) -> const __half* {
+        return j < t.count ? static_cast<const __half*>(p.s.xb) + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d
+                           : nullptr;
       },
       p.gate, p.d, acc);
   const int f = r0 + 8 * (threadIdx.x / 32) + threadIdx.x % 32 / 4;
+  const int at = (f & ~3) | ((f & 1) << 1) | ((f >> 1) & 1);  // act is a token row of the down tiles: pairs order
+  constexpr float kMax = 65504.0f;
 #pragma unroll
   for (int nt = 0; nt < kPipeTokens / 8; ++nt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // acc[nt][h]: gate, acc[nt][2 + h]: up, of one token
       const int tok = pipe::acc_token(nt, h);
       if (tok < t.count && f < p.ff)
-        p.s.act[static_cast<size_t>(t.pos0 + tok) * p.ff + f] = __float2bfloat16(silu(acc[nt][h]) * acc[nt][2 + h]);
+        static_cast<__half*>(p.s.act)[static_cast<size_t>(t.pos0 + tok) * p.ff + at] =
+            __float2half_rn(fminf(fmaxf(silu(acc[nt][h]) * acc[nt][2 + h], -kMax), kMax));
     }
 }
 
@@ -227,8 +234,8 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(co
       [&](int r) -> const uint8_t* {
         return r0 + r < p.d ? first + static_cast<size_t>(r) * p.down_row_bytes : nullptr;
       },
-      [&](int j) -> const __nv_bfloat16* {
-        return j < t.count ? p.s.act + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
+      [&](int j) -> const __half* {
+        return j < t.count ? static_cast<const __half*>(p.s.act) + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
       },
       p.down, p.ff, acc);
 #pragma unroll
@@ -295,9 +302,10 @@ void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, cons
                   static_cast<int>(ff),
                   static_cast<int>(E),
                   static_cast<int>(k)};
-  to_bf16(x.as<const float>(), p.s.xb, d * n, s);
   const auto none = [](auto) {};
   const bool piped = dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
+  if (piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
+  else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
   p.tile = piped ? kPipeTokens : kTokens;
   group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E, p.tile,
                                                      p.s.offset, p.s.tile_offset, p.s.sorted);
