@@ -5,7 +5,7 @@
 //
 // The raw weight bytes of a k-chunk (one K-quant super-block of 256, four Q8_0
 // blocks) and the token rows' chunk are copied to shared memory with cp.async,
-// kStages chunks in flight, so global latency overlaps the math of earlier chunks;
+// up to 4 chunks in flight, so global latency overlaps the math of earlier chunks;
 // one barrier per chunk. Each warp owns 16 weight rows and every token of the tile,
 // and each thread dequantizes its own mma.sync A fragments straight from the staged
 // bytes: every weight element is dequantized once per block, with no weight tile in
@@ -65,7 +65,7 @@ struct Config {
   static constexpr int kBPieces = kChunk / 8;                    // 16-byte pieces per token row
   static constexpr int kStageBytes = kRows * kAStride + BN * kChunk * 2;
   static constexpr int kPtrBytes = (kRows + BN) * 8;             // the tile's row pointers
-  static constexpr int kStages = std::min(3, (kSmemBudget - kPtrBytes) / kStageBytes);
+  static constexpr int kStages = std::min(4, (kSmemBudget - kPtrBytes) / kStageBytes);
   static constexpr int kSmemBytes = kStages * kStageBytes + kPtrBytes;
   static_assert(kChunkBytes % 8 == 0 && kStages >= 2 && BN % 16 == 0);
 };

@@ -1,9 +1,9 @@
 // Mixture of experts for batches (n > kMatvecMaxTokens): the (token, slot) pairs
 // are grouped by expert on the GPU, so every expert's weights are read and
-// dequantized once per 32 of its tokens instead of once per token: through the
-// pipelined tile product of mma_pipe.cuh when all three weights are Q8_0 / Q4_K /
-// Q5_K, else the generic mma_tile.cuh. (A 512-token batch gives an expert of 256
-// 16 tokens on average, so wider tiles would mostly multiply padding.)
+// dequantized once per tile of its tokens (16 or 32) instead of once per token:
+// through the pipelined tile product of mma_pipe.cuh when all three weights are
+// Q8_0 / Q4_K / Q5_K, else the generic mma_tile.cuh. (A 512-token batch gives an
+// expert of 256 16 tokens on average, so wider tiles would mostly multiply padding.)
 //
 //   1. x -> f16 (bf16 for the generic tiles) once (each token row is read by its k
 //      experts).
@@ -29,8 +29,11 @@
 namespace zinc::cuda {
 namespace {
 
-constexpr int kTokens = 32;      // tokens of one expert per tile (generic tiles)
-constexpr int kPipeTokens = 32;  // the same for the pipelined tiles
+constexpr int kTokens = 32;  // tokens of one expert per tile (generic tiles)
+// The same for the pipelined tiles: 32, or 16 when experts average under 12 tokens
+// (short prompts): half the tensor-core work and token staging per weight byte, and
+// room for a deeper cp.async pipeline, while few experts need a second tile.
+constexpr int kPipeTokens = 32, kPipeTokensNarrow = 16, kNarrowBelowPerExpert = 12;
 constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
 
@@ -183,18 +186,18 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
       }
 }
 
-// The pipelined forms of the two kernels above (kPipeTokens per tile).
+// The pipelined forms of the two kernels above (BN tokens per tile).
 // grid (ff / 64, tiles): warp w's 16 rows are gate rows r0 + 8w .. r0 + 8w + 7, then
 // the same up rows, so a gate value and its up value meet in one thread.
-template <DType T>
+template <DType T, int BN>
 __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel(const __grid_constant__ GroupedParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   Tile t;
   if (!find_tile(p, t)) return;
   const int r0 = blockIdx.x * mma::kHalf;
   const size_t first = (static_cast<size_t>(t.expert) * p.ff + r0) * p.gate_row_bytes;
-  float acc[kPipeTokens / 8][4];
-  pipe::product<T, kPipeTokens>(
+  float acc[BN / 8][4];
+  pipe::product<T, BN>(
       smem,
       [&](int r) -> const uint8_t* {
         const int f = 8 * (r / 16) + r % 8;
@@ -210,7 +213,7 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel
   const int at = (f & ~3) | ((f & 1) << 1) | ((f >> 1) & 1);  // act is a token row of the down tiles: pairs order
   constexpr float kMax = 65504.0f;
 #pragma unroll
-  for (int nt = 0; nt < kPipeTokens / 8; ++nt)
+  for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // acc[nt][h]: gate, acc[nt][2 + h]: up, of one token
       const int tok = pipe::acc_token(nt, h);
@@ -221,15 +224,15 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel
 }
 
 // grid (d / 128, tiles).
-template <DType T>
+template <DType T, int BN>
 __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(const __grid_constant__ GroupedParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   Tile t;
   if (!find_tile(p, t)) return;
   const int r0 = blockIdx.x * pipe::kRows;
   const uint8_t* first = p.down + (static_cast<size_t>(t.expert) * p.d + r0) * p.down_row_bytes;
-  float acc[kPipeTokens / 8][4];
-  pipe::product<T, kPipeTokens>(
+  float acc[BN / 8][4];
+  pipe::product<T, BN>(
       smem,
       [&](int r) -> const uint8_t* {
         return r0 + r < p.d ? first + static_cast<size_t>(r) * p.down_row_bytes : nullptr;
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(co
       },
       p.down, p.ff, acc);
 #pragma unroll
-  for (int nt = 0; nt < kPipeTokens / 8; ++nt)
+  for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = r0 + pipe::acc_row(i), tok = pipe::acc_token(nt, i);
@@ -306,27 +309,33 @@ void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, cons
   const bool piped = dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
   if (piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
   else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
-  p.tile = piped ? kPipeTokens : kTokens;
+  const bool narrow = pairs < kNarrowBelowPerExpert * E;
+  p.tile = !piped ? kTokens : narrow ? kPipeTokensNarrow : kPipeTokens;
   group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E, p.tile,
                                                      p.s.offset, p.s.tile_offset, p.s.sorted);
   ZINC_CUDA_LAUNCHED("moe_group_by_expert");
   // Each expert with tokens has at most one partial tile.
   const int max_tiles = ceil_div(pairs, p.tile) + static_cast<int>(std::min(E, pairs));
   if (piped) {
-    dispatch_pipelined(gate, d, [&](auto type) {
-      constexpr DType T = decltype(type)::value;
-      constexpr int bytes = pipe::Config<T, kPipeTokens>::kSmemBytes;
-      pipe::allow_smem<grouped_gate_up_pipe_kernel<T>>(bytes);
-      grouped_gate_up_pipe_kernel<T><<<dim3(ceil_div(ff, mma::kHalf), max_tiles), pipe::kThreads, bytes, s>>>(p);
-    });
-    ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
-    dispatch_pipelined(down, ff, [&](auto type) {
-      constexpr DType T = decltype(type)::value;
-      constexpr int bytes = pipe::Config<T, kPipeTokens>::kSmemBytes;
-      pipe::allow_smem<grouped_down_pipe_kernel<T>>(bytes);
-      grouped_down_pipe_kernel<T><<<dim3(ceil_div(d, pipe::kRows), max_tiles), pipe::kThreads, bytes, s>>>(p);
-    });
-    ZINC_CUDA_LAUNCHED("moe_grouped_down");
+    auto launch = [&](auto bn) {
+      constexpr int BN = decltype(bn)::value;
+      dispatch_pipelined(gate, d, [&](auto type) {
+        constexpr DType T = decltype(type)::value;
+        constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
+        pipe::allow_smem<grouped_gate_up_pipe_kernel<T, BN>>(bytes);
+        grouped_gate_up_pipe_kernel<T, BN><<<dim3(ceil_div(ff, mma::kHalf), max_tiles), pipe::kThreads, bytes, s>>>(p);
+      });
+      ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
+      dispatch_pipelined(down, ff, [&](auto type) {
+        constexpr DType T = decltype(type)::value;
+        constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
+        pipe::allow_smem<grouped_down_pipe_kernel<T, BN>>(bytes);
+        grouped_down_pipe_kernel<T, BN><<<dim3(ceil_div(d, pipe::kRows), max_tiles), pipe::kThreads, bytes, s>>>(p);
+      });
+      ZINC_CUDA_LAUNCHED("moe_grouped_down");
+    };
+    if (narrow) launch(std::integral_constant<int, kPipeTokensNarrow>{});
+    else launch(std::integral_constant<int, kPipeTokens>{});
   } else {
     dispatch_weight_type(gate.type, [&](auto type) {
       grouped_gate_up_kernel<decltype(type)::value>
