@@ -114,14 +114,17 @@ void print_profile(const std::vector<CudaOpTime>& ops, double wall_s) {
 #endif
 
 struct Stats {
-  double mean = 0, std = 0;
+  double mean = 0, std = 0, median = 0;
 };
-Stats stats(const std::vector<double>& v) {
+Stats stats(std::vector<double> v) {
   Stats s;
   for (double x : v) s.mean += x;
   s.mean /= static_cast<double>(v.size());
   for (double x : v) s.std += (x - s.mean) * (x - s.mean);
   s.std = v.size() > 1 ? std::sqrt(s.std / static_cast<double>(v.size() - 1)) : 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  s.median = v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
   return s;
 }
 
@@ -238,7 +241,9 @@ void add_bench_command(CLI::App& app) {
                 std::string(model->arch()).c_str(), gib, load_s, device.c_str());
     std::printf("weights read per generated token: %.3f GB", bytes_per_token / 1e9);
     if (peak_gbs > 0) std::printf("; GPU peak bandwidth %.0f GB/s (memory clock x bus width)", peak_gbs);
-    std::printf("\n\n| backend | test | tokens/s | weight GB/s | %% of peak |\n|---|---|---|---|---|\n");
+    std::printf(
+        "\n\n| backend | test | tokens/s | median tokens/s | ms per run (median) | weight GB/s | %% of peak |\n"
+        "|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
 
     const int64_t max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
@@ -261,7 +266,8 @@ void add_bench_command(CLI::App& app) {
           if (r >= kWarmups) rates.push_back(static_cast<double>(n) / s);
         }
         const Stats st = stats(rates);
-        std::printf("| %s | %s%s | %.2f ± %.2f |", label.c_str(), test.c_str(), at.c_str(), st.mean, st.std);
+        std::printf("| %s | %s%s | %.2f ± %.2f | %.2f | %.2f |", label.c_str(), test.c_str(), at.c_str(), st.mean, st.std,
+                    st.median, 1e3 * static_cast<double>(n) / st.median);
         if (decode) {
           const double gbs = bytes_per_token * st.mean / 1e9;
           std::printf(" %.1f |", gbs);

@@ -78,24 +78,28 @@ __global__ void to_f16_pairs_kernel(const float* x, __half* y, int64_t groups) {
   reinterpret_cast<uint4*>(y)[i] = make_uint4(pack_f16(a.x, a.z), pack_f16(a.y, a.w), pack_f16(b.x, b.z), pack_f16(b.y, b.w));
 }
 
-// Tokens per block: 64, or 32 when 64 leaves fewer blocks than about two per SM.
-constexpr int kManyTokens = 64, kManyTokensNarrow = 32, kManyMinBlocks = 264;
+// Tokens per block: 64, or 32 when 64 leaves fewer blocks than about two per SM; up
+// to 4 k-slices when even that leaves the SMs short.
+constexpr int kManyTokens = 64, kManyTokensNarrow = 32, kManyMaxSplits = 4;
 constexpr int kMaxMany = 8;      // weights per launch
 
+// Small grids split k into slices (blockIdx.z) that write partial sums, {out, n}
+// per slice; split_sum_kernel then adds them in slice order.
 struct ManyWeight {
   const uint8_t* w;  // {in, out}
   size_t row_bytes;
-  float* y;  // {out, n}
+  float* y;     // {out, n}
+  float* part;  // {out, n, splits} (splits > 1)
   int out;
   int tile0;  // first row tile (blockIdx.x) of this weight
 };
 struct ManyParams {
   ManyWeight w[kMaxMany];
-  int count, in, n;
+  int count, in, n, splits;
   const __half* xb;  // x as the pipelined tiles' f16 token rows
 };
 
-// grid (row tiles of all weights, token tiles).
+// grid (row tiles of all weights, token tiles, k-slices).
 template <DType T, int BN>
 __global__ void __launch_bounds__(pipe::kThreads, 2) matmul_many_kernel(const __grid_constant__ ManyParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -103,18 +107,44 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) matmul_many_kernel(const __
   while (wi + 1 < p.count && p.w[wi + 1].tile0 <= static_cast<int>(blockIdx.x)) ++wi;
   const ManyWeight& w = p.w[wi];
   const int row0 = (blockIdx.x - w.tile0) * pipe::kRows, tok0 = blockIdx.y * BN;
+  const int span = p.in / p.splits, k0 = blockIdx.z * span;
+  const size_t a_skip = static_cast<size_t>(k0 / Dequant<T>::kBlockElems) * Dequant<T>::kBlockBytes;
   float acc[BN / 8][4];
   pipe::product<T, BN>(
       smem,
-      [&](int r) { return row0 + r < w.out ? w.w + static_cast<size_t>(row0 + r) * w.row_bytes : nullptr; },
-      [&](int j) { return tok0 + j < p.n ? p.xb + static_cast<size_t>(tok0 + j) * p.in : nullptr; }, w.w, p.in, acc);
+      [&](int r) { return row0 + r < w.out ? w.w + static_cast<size_t>(row0 + r) * w.row_bytes + a_skip : nullptr; },
+      [&](int j) { return tok0 + j < p.n ? p.xb + static_cast<size_t>(tok0 + j) * p.in + k0 : nullptr; }, w.w, span,
+      acc);
+  float* out = p.splits == 1 ? w.y : w.part + static_cast<int64_t>(blockIdx.z) * p.n * w.out;
 #pragma unroll
   for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = row0 + pipe::acc_row(i), t = tok0 + pipe::acc_token(nt, i);
-      if (r < w.out && t < p.n) w.y[static_cast<int64_t>(t) * w.out + r] = acc[nt][i];
+      if (r < w.out && t < p.n) out[static_cast<int64_t>(t) * w.out + r] = acc[nt][i];
     }
+}
+
+// Partial sums of k-slices: y[i] = part[0][i] + part[1][i] + ... for each weight.
+struct SplitSum {
+  const float* part;
+  float* y;
+  int64_t size, elem0;  // elem0: this weight's first element in the launch's numbering
+};
+struct SplitSumParams {
+  SplitSum w[kMaxMany];
+  int count, splits;
+};
+__global__ void split_sum_kernel(const __grid_constant__ SplitSumParams p, int64_t total) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= total) return;
+  int wi = 0;
+  while (wi + 1 < p.count && p.w[wi + 1].elem0 <= e) ++wi;
+  const SplitSum& w = p.w[wi];
+  const int64_t i = e - w.elem0;
+  float sum = 0.0f;
+  for (int s = 0; s < p.splits; ++s) sum += w.part[s * w.size + i];
+  w.y[i] = sum;
 }
 
 // F32 weights on the CUDA cores, in f32: a block takes 64 rows x 64 tokens over
@@ -125,9 +155,8 @@ constexpr int kF32Tile = 64, kF32K = 16, kF32MaxSplits = 8;
 struct F32Weight {
   const float* w;  // {in, out}
   float* y;        // {out, n}
-  float* part;     // {out, n, splits}: partial sums (splits > 1)
+  float* part;     // {out, n, splits} (splits > 1)
   int out, tile0;  // tile0: first row tile (blockIdx.x)
-  int64_t elem0;   // first output of this weight in the reduction's numbering
 };
 struct F32Params {
   F32Weight w[kMaxMany];
@@ -135,10 +164,14 @@ struct F32Params {
   const float* x;  // {in, n}
 };
 
-// k-slices for `tiles` blocks per slice: enough for about two blocks per SM.
-int f32_splits(int tiles, int in) {
+// k-slices (a power of two up to max_splits, each a whole number of `step`s) for a
+// launch of `blocks` blocks per slice, as many as keep the launch within `slots`
+// resident blocks (one wave).
+constexpr int kMinBlocks = 264;     // the pipelined tiles: two blocks per SM (132 SMs: H100, H200)
+constexpr int kF32Slots = 4 * 132;  // the f32 tiles: four per SM
+int k_splits(int blocks, int in, int step, int max_splits, int slots) {
   int splits = 1;
-  while (splits < kF32MaxSplits && tiles * splits < 264 && in % (2 * splits * kF32K) == 0) splits *= 2;
+  while (splits < max_splits && 2 * blocks * splits <= slots && in % (2 * splits * step) == 0) splits *= 2;
   return splits;
 }
 
@@ -187,29 +220,21 @@ __global__ void __launch_bounds__(256) matmul_f32_kernel(const __grid_constant__
     }
 }
 
-// y = the sum of the k-slices' partial sums, slice 0 first.
-__global__ void f32_reduce_kernel(const __grid_constant__ F32Params p, int64_t total) {
-  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (e >= total) return;
-  int wi = 0;
-  while (wi + 1 < p.count && p.w[wi + 1].elem0 <= e) ++wi;
-  const F32Weight& w = p.w[wi];
-  const int64_t i = e - w.elem0, size = static_cast<int64_t>(p.n) * w.out;
-  float sum = 0.0f;
-  for (int s = 0; s < p.splits; ++s) sum += w.part[s * size + i];
-  w.y[i] = sum;
-}
-
 template <DType T, int BN>
 void launch_many(const ManyParams& p, int row_tiles, cudaStream_t s) {
   constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
   pipe::allow_smem<matmul_many_kernel<T, BN>>(bytes);
-  matmul_many_kernel<T, BN><<<dim3(row_tiles, ceil_div(p.n, BN)), pipe::kThreads, bytes, s>>>(p);
+  matmul_many_kernel<T, BN><<<dim3(row_tiles, ceil_div(p.n, BN), p.splits), pipe::kThreads, bytes, s>>>(p);
 }
 template <DType T>
-void launch_many(const ManyParams& p, int row_tiles, cudaStream_t s) {
-  if (row_tiles * ceil_div(p.n, kManyTokens) >= kManyMinBlocks) launch_many<T, kManyTokens>(p, row_tiles, s);
+void launch_many(const ManyParams& p, int row_tiles, int bn, cudaStream_t s) {
+  if (bn == kManyTokens) launch_many<T, kManyTokens>(p, row_tiles, s);
   else launch_many<T, kManyTokensNarrow>(p, row_tiles, s);
+}
+
+// k per pipelined chunk of weight type t.
+int pipe_chunk(DType t) {
+  return t == DType::Q8_0 ? pipe::Config<DType::Q8_0, kManyTokens>::kChunk : pipe::Config<DType::Q4_K, kManyTokens>::kChunk;
 }
 
 // The type of a pipelined launch: the first weight's that is not F32.
@@ -242,16 +267,33 @@ void to_f16_pairs(const float* x, __half* y, int64_t count, cudaStream_t s) {
 
 namespace {
 
-// How matmul_batched splits its weights: the pipelined launch, the F32 launch (with
-// its k-slices and partial sums) and the rest. `scratch` null: only sizes.
+// How matmul_batched splits its weights: the pipelined launch, the F32 launch (each
+// with its k-slices and partial sums) and the rest. `scratch` null: only sizes.
 struct BatchedPlan {
   ManyParams many{};
   F32Params f32{};
-  int many_tiles = 0, f32_tiles = 0;
+  SplitSumParams many_sum{}, f32_sum{};
+  int many_tiles = 0, many_bn = kManyTokens, f32_tiles = 0;
   DType type = DType::F32;
   std::vector<size_t> rest;  // weights for matmul_tiled
   size_t bytes = 0;          // scratch: f16 x, then the partial sums
 };
+
+// Places the partial sums of `count` weights (outs[i] rows each) after `bytes`.
+template <class W>
+SplitSumParams place_partials(W* w, int count, int splits, int n, void* scratch, size_t& bytes) {
+  SplitSumParams sum{};
+  sum.count = count, sum.splits = splits;
+  int64_t elem = 0;
+  for (int i = 0; i < count && splits > 1; ++i) {
+    const int64_t size = static_cast<int64_t>(n) * w[i].out;
+    w[i].part = scratch ? reinterpret_cast<float*>(static_cast<char*>(scratch) + bytes) : nullptr;
+    sum.w[i] = {w[i].part, w[i].y, size, elem};
+    elem += size;
+    bytes += sizeof(float) * splits * size;
+  }
+  return sum;
+}
 
 BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch) {
   BatchedPlan b;
@@ -264,28 +306,33 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
     const int out = static_cast<int>(w[i].rows());
     float* yi = y.empty() ? nullptr : y[i].as<float>();
     if (w[i].type == DType::F32 && b.f32.count < kMaxMany && in % kF32K == 0) {
-      b.f32.w[b.f32.count++] = {w[i].as<const float>(), yi, nullptr, out, b.f32_tiles, 0};
+      b.f32.w[b.f32.count++] = {w[i].as<const float>(), yi, nullptr, out, b.f32_tiles};
       b.f32_tiles += ceil_div(out, kF32Tile);
     } else if (w[i].type == b.type && b.many.count < kMaxMany && pipelined(w[i], b.type)) {
-      b.many.w[b.many.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), yi, out, b.many_tiles};
+      b.many.w[b.many.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), yi, nullptr, out,
+                                  b.many_tiles};
       b.many_tiles += ceil_div(out, pipe::kRows);
     } else {
       b.rest.push_back(i);
     }
   }
   b.bytes = (static_cast<size_t>(x.n_elements()) * 2 + 255) & ~size_t{255};
-  b.f32.splits = f32_splits(b.f32_tiles * ceil_div(n, kF32Tile), in);
-  if (b.f32.splits > 1) {
-    int64_t elem = 0;
-    for (int i = 0; i < b.f32.count; ++i) {
-      F32Weight& f = b.f32.w[i];
-      f.elem0 = elem;
-      elem += static_cast<int64_t>(n) * f.out;
-      if (scratch) f.part = reinterpret_cast<float*>(static_cast<char*>(scratch) + b.bytes);
-      b.bytes += sizeof(float) * b.f32.splits * n * f.out;
-    }
+  b.f32.splits = k_splits(b.f32_tiles * ceil_div(n, kF32Tile), in, kF32K, kF32MaxSplits, kF32Slots);
+  b.f32_sum = place_partials(b.f32.w, b.f32.count, b.f32.splits, n, scratch, b.bytes);
+  if (b.many.count > 0) {
+    if (b.many_tiles * ceil_div(n, kManyTokens) < kMinBlocks) b.many_bn = kManyTokensNarrow;
+    b.many.splits = k_splits(b.many_tiles * ceil_div(n, b.many_bn), in, pipe_chunk(b.type), kManyMaxSplits, kMinBlocks);
+    b.many_sum = place_partials(b.many.w, b.many.count, b.many.splits, n, scratch, b.bytes);
   }
   return b;
+}
+
+void sum_splits(const SplitSumParams& p, cudaStream_t s) {
+  if (p.splits <= 1) return;
+  const SplitSum& last = p.w[p.count - 1];
+  const int64_t total = last.elem0 + last.size;
+  split_sum_kernel<<<ceil_div(total, 256), 256, 0, s>>>(p, total);
+  ZINC_CUDA_LAUNCHED("split_sum");
 }
 
 }  // namespace
@@ -298,22 +345,17 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
                     cudaStream_t s) {
   const BatchedPlan b = plan_batched(w, x, y, scratch);
   if (b.f32.count > 0) {
-    const F32Params& f = b.f32;
-    matmul_f32_kernel<<<dim3(b.f32_tiles, ceil_div(f.n, kF32Tile), f.splits), 256, 0, s>>>(f);
+    matmul_f32_kernel<<<dim3(b.f32_tiles, ceil_div(b.f32.n, kF32Tile), b.f32.splits), 256, 0, s>>>(b.f32);
     ZINC_CUDA_LAUNCHED("matmul_f32");
-    if (f.splits > 1) {
-      const F32Weight& last = f.w[f.count - 1];
-      const int64_t total = last.elem0 + static_cast<int64_t>(f.n) * last.out;
-      f32_reduce_kernel<<<ceil_div(total, 256), 256, 0, s>>>(f, total);
-      ZINC_CUDA_LAUNCHED("matmul_f32_reduce");
-    }
+    sum_splits(b.f32_sum, s);
   }
   if (b.many.count > 0) {
     to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
-    if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, s);
-    else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, s);
-    else launch_many<DType::Q5_K>(b.many, b.many_tiles, s);
+    if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
+    else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
+    else launch_many<DType::Q5_K>(b.many, b.many_tiles, b.many_bn, s);
     ZINC_CUDA_LAUNCHED("matmul_many_tiled");
+    sum_splits(b.many_sum, s);
   }
   for (size_t i : b.rest) matmul_tiled(w[i], x, y[i], s);
 }
