@@ -89,6 +89,19 @@ class Checker {
     info.data = weights_.back().data();
     return {cpu_->upload_weight(info), gpu_->upload_weight(info)};
   }
+  // matmul_many of x {in, n} with the weights ws on both backends; the outputs.
+  std::vector<Both> matmul_many(const std::vector<Both>& ws, const Both& x) {
+    const int64_t n = x.cpu.rows();
+    std::vector<Both> ys;
+    std::vector<Tensor> wc, wg, yc, yg;
+    for (const Both& w : ws) {
+      ys.push_back(out({w.cpu.rows(), n}));
+      wc.push_back(w.cpu), wg.push_back(w.gpu), yc.push_back(ys.back().cpu), yg.push_back(ys.back().gpu);
+    }
+    cpu_->matmul_many(wc, x.cpu, yc);
+    gpu_->matmul_many(wg, x.gpu, yg);
+    return ys;
+  }
   template <class T>
   std::vector<T> fetch(Backend& be, const Tensor& t) {
     std::vector<T> v(t.nbytes() / sizeof(T));
@@ -164,15 +177,7 @@ void check_fused_ops(Checker& c) {
   for (auto [t, rows] : many) mw.push_back(c.weight(t, {in, rows}, 0.05f));
   for (int64_t n : kTokenCounts) {
     const std::string sn = " n=" + std::to_string(n);
-    auto x = c.f32({in, n}, c.randn(in * n));
-    std::vector<Checker::Both> ys;
-    std::vector<Tensor> wc, wg, yc, yg;
-    for (size_t i = 0; i < mw.size(); ++i) {
-      ys.push_back(c.out({many[i].second, n}));
-      wc.push_back(mw[i].cpu), wg.push_back(mw[i].gpu), yc.push_back(ys[i].cpu), yg.push_back(ys[i].gpu);
-    }
-    c.cpu().matmul_many(wc, x.cpu, yc);
-    c.gpu().matmul_many(wg, x.gpu, yg);
+    const auto ys = c.matmul_many(mw, c.f32({in, n}, c.randn(in * n)));
     double err = 0;
     for (auto& y : ys) err = std::max(err, c.rel_err(y));
     c.report("matmul_many (6 weights, 4 types)" + sn, err, matmul_tol(DType::Q8_0, n));
@@ -317,15 +322,7 @@ void check_prefill_ops(Checker& c) {
   std::vector<Checker::Both> mw;
   for (auto [t, rows] : many) mw.push_back(c.weight(t, {2048, rows}, 0.03f));
   for (int64_t n : {9, 63, 65, 1000}) {
-    auto x = c.f32({2048, n}, c.randn(2048 * n));
-    std::vector<Checker::Both> ys;
-    std::vector<Tensor> wc, wg, yc, yg;
-    for (size_t i = 0; i < mw.size(); ++i) {
-      ys.push_back(c.out({many[i].second, n}));
-      wc.push_back(mw[i].cpu), wg.push_back(mw[i].gpu), yc.push_back(ys[i].cpu), yg.push_back(ys[i].gpu);
-    }
-    c.cpu().matmul_many(wc, x.cpu, yc);
-    c.gpu().matmul_many(wg, x.gpu, yg);
+    const auto ys = c.matmul_many(mw, c.f32({2048, n}, c.randn(2048 * n)));
     const std::string sn = " n=" + std::to_string(n);
     c.report("matmul_many router + shared gate/up, F32 weights" + sn, std::max(c.rel_err(ys[0]), c.rel_err(ys[3])),
              matmul_tol(DType::F32, n));
