@@ -1,8 +1,9 @@
 // `zinc bench`: llama-bench-like throughput of one model file: prompt processing
-// (ppN: N tokens in one forward) and generation (tgN: N greedy steps, each a
-// one-token forward, argmax and a 4-byte read), at context depths -d, as tokens/s
-// mean ± std over -r repetitions after two warm-ups (the second lets the CUDA
-// backend capture its graph). For generation it also prints
+// (ppN: N tokens in forwards of -u tokens, the generator's prompt chunk by default)
+// and generation (tgN: N greedy steps, each a one-token forward, argmax and a 4-byte
+// read), at context depths -d, as tokens/s mean ± std and median over -r repetitions
+// after three warm-ups (the third lets the CUDA backend capture its graph; -v prints
+// every run). For generation it also prints
 // the weight bandwidth achieved: the bytes of weights one token reads (every
 // tensor except the embedding table, routed experts scaled by used/total) over the
 // time per token, against the GPU's peak when on CUDA.
@@ -189,7 +190,7 @@ void add_bench_command(CLI::App& app) {
     std::string model, depths = "0", backend = "auto", prompts = "512";
     int64_t gen = 128, ubatch = GenerateOptions{}.prefill_chunk;
     int reps = 3, threads = 0;
-    bool no_graphs = false, profile = false;
+    bool no_graphs = false, profile = false, verbose = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt and generation throughput (llama-bench style)");
@@ -199,10 +200,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-n,--n-gen", args->gen, "Generated tokens per tg test (0: none)")->capture_default_str();
   cmd->add_option("-d,--depth", args->depths, "Comma-separated context depths")->capture_default_str();
   cmd->add_option("-u,--ubatch", args->ubatch, "Prompt tokens per forward call (prefill chunk)")->capture_default_str();
-  cmd->add_option("-r,--repetitions", args->reps, "Timed repetitions (after two warm-ups)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", args->reps, "Timed repetitions (after three warm-ups)")->capture_default_str();
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
   cmd->add_flag("--no-graphs", args->no_graphs, "CUDA: run every forward eagerly, without graph replay");
+  cmd->add_flag("-v,--verbose", args->verbose, "Print the time of every run, warm-ups included");
   cmd->add_flag("--profile", args->profile,
                 "CUDA: time every op (eagerly) and print GPU time per phase of one more prompt per pp test");
   cmd->callback([args] {
@@ -259,10 +261,15 @@ void add_bench_command(CLI::App& app) {
       const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
       auto run = [&](const std::string& test, int64_t n, auto&& once, bool decode) {
         std::vector<double> rates;
-        constexpr int kWarmups = 2;
+        // The CUDA backend runs a forward shape eagerly, then (its scratch arena sized)
+        // remembers it, then captures a graph: the third run is the first replay.
+        constexpr int kWarmups = 3;
         for (int r = 0; r < kWarmups + args->reps; ++r) {
           runner.rewind(depth);
           const double s = once(n);
+          if (args->verbose)
+            std::fprintf(stderr, "%s%s run %d%s: %.3f ms\n", test.c_str(), at.c_str(), r, r < kWarmups ? " (warm-up)" : "",
+                         1e3 * s);
           if (r >= kWarmups) rates.push_back(static_cast<double>(n) / s);
         }
         const Stats st = stats(rates);
