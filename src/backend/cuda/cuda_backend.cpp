@@ -459,13 +459,29 @@ class CudaBackend final : public Backend {
               g.n_elements() == a.n_elements() && beta.n_elements() == a.n_elements() && dt_bias.ne[0] == sh.n_heads &&
               a_neg.ne[0] == sh.n_heads,
           "gdn_prepare", "gate shapes");
+    // Longer batches (prefill) run the standalone kernels over a conv buffer.
+    float* conv = n > cuda::kGdnPrepareMaxTokens ? static_cast<float*>(arena_.take(C * n * sizeof(float))) : nullptr;
     submit(Key(OpId::GdnPrepare) << qkv << conv_w << conv_state << a << b << dt_bias << a_neg << l2_eps << q << k << v
                                  << g << beta,
            [=](cudaStream_t s) {
-             cuda::gdn_prepare(sh, qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(),
-                               a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
-                               a_neg.as<const float>(), l2_eps, q.as<float>(), k.as<float>(), v.as<float>(),
-                               g.as<float>(), beta.as<float>(), s);
+             if (!conv) {
+               cuda::gdn_prepare(sh, qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(),
+                                 a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
+                                 a_neg.as<const float>(), l2_eps, q.as<float>(), k.as<float>(), v.as<float>(),
+                                 g.as<float>(), beta.as<float>(), s);
+               return;
+             }
+             cuda::causal_conv_silu(qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(), conv, C,
+                                    n, sh.conv_kernel, s);
+             cuda::slice_cols(conv, q.as<float>(), C, 0, qk, n, s);
+             cuda::slice_cols(conv, k.as<float>(), C, qk, qk, n, s);
+             cuda::slice_cols(conv, v.as<float>(), C, 2 * qk, sh.n_heads * sh.dv, n, s);
+             cuda::row_norm(cuda::NormKind::L2, q.as<const float>(), nullptr, nullptr, l2_eps, q.as<float>(), sh.dk,
+                            sh.n_k_heads * n, s);
+             cuda::row_norm(cuda::NormKind::L2, k.as<const float>(), nullptr, nullptr, l2_eps, k.as<float>(), sh.dk,
+                            sh.n_k_heads * n, s);
+             cuda::gdn_gates(a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
+                             a_neg.as<const float>(), g.as<float>(), beta.as<float>(), sh.n_heads, a.n_elements(), s);
            });
   }
 

@@ -153,10 +153,6 @@ void causal_conv_silu(const float* x, const float* w, float* state, float* y, in
   const dim3 grid(ceil_div(C, 128), ceil_div(n, kConvTokens));
   causal_conv_silu_kernel<<<grid, 128, 0, s>>>(x, w, state, y, C, n, static_cast<int>(K));
   ZINC_CUDA_LAUNCHED("causal_conv_silu");
-  conv_state_update(x, state, C, n, K, s);
-}
-
-void conv_state_update(const float* x, float* state, int64_t C, int64_t n, int64_t K, cudaStream_t s) {
   conv_state_kernel<<<ceil_div(C, 128), 128, 0, s>>>(x, state, C, n, static_cast<int>(K));
   ZINC_CUDA_LAUNCHED("causal_conv_state");
 }

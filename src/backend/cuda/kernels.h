@@ -60,10 +60,8 @@ void gdn_gates(const float* a, const float* b, const float* dt_bias, const float
                int64_t H, int64_t count, cudaStream_t s);
 void causal_conv_silu(const float* x, const float* w, float* state, float* y, int64_t C, int64_t n, int64_t K,
                       cudaStream_t s);
-// The conv state {C, K-1} after inputs x {C, n}: the last K-1 of state and x together.
-void conv_state_update(const float* x, float* state, int64_t C, int64_t n, int64_t K, cudaStream_t s);
-// Backend::gdn_prepare fused (conv + SiLU, split, per-head L2 norm of q and k,
-// gates): one launch for n <= kGdnPrepareMaxTokens, else one plus the conv state's.
+// Fused decode form of Backend::gdn_prepare for n <= kGdnPrepareMaxTokens (one
+// launch: conv + SiLU, split, per-head L2 norm of q and k, gates).
 inline constexpr int64_t kGdnPrepareMaxTokens = 8;
 struct GdnPrepareShape {
   int64_t n_tokens, n_heads, n_k_heads, dk, dv, conv_kernel;
