@@ -220,16 +220,13 @@ __global__ void __launch_bounds__(256) matmul_f32_kernel(const __grid_constant__
     }
 }
 
-template <DType T, int BN>
-void launch_many(const ManyParams& p, int row_tiles, cudaStream_t s) {
-  constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
-  pipe::allow_smem<matmul_many_kernel<T, BN>>(bytes);
-  matmul_many_kernel<T, BN><<<dim3(row_tiles, ceil_div(p.n, BN), p.splits), pipe::kThreads, bytes, s>>>(p);
-}
 template <DType T>
 void launch_many(const ManyParams& p, int row_tiles, int bn, cudaStream_t s) {
-  if (bn == kManyTokens) launch_many<T, kManyTokens>(p, row_tiles, s);
-  else launch_many<T, kManyTokensNarrow>(p, row_tiles, s);
+  constexpr int kWide = kManyTokens, kNarrow = kManyTokensNarrow;
+  if (bn == kWide)
+    pipe::launch<T, kWide, matmul_many_kernel<T, kWide>>(dim3(row_tiles, ceil_div(p.n, kWide), p.splits), s, p);
+  else
+    pipe::launch<T, kNarrow, matmul_many_kernel<T, kNarrow>>(dim3(row_tiles, ceil_div(p.n, kNarrow), p.splits), s, p);
 }
 
 // k per pipelined chunk of weight type t.

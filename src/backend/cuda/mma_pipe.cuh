@@ -302,6 +302,15 @@ void allow_smem(int bytes) {
   (void)done;
 }
 
+// Launches Kernel, a pipelined kernel of weight type T and BN tokens per tile, with
+// its dynamic shared memory.
+template <DType T, int BN, auto Kernel, class Params>
+void launch(dim3 grid, cudaStream_t s, const Params& p) {
+  constexpr int bytes = Config<T, BN>::kSmemBytes;
+  allow_smem<Kernel>(bytes);
+  Kernel<<<grid, kThreads, bytes, s>>>(p);
+}
+
 }  // namespace zinc::cuda::pipe
 
 namespace zinc::cuda {

@@ -321,16 +321,12 @@ void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, cons
       constexpr int BN = decltype(bn)::value;
       dispatch_pipelined(gate, d, [&](auto type) {
         constexpr DType T = decltype(type)::value;
-        constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
-        pipe::allow_smem<grouped_gate_up_pipe_kernel<T, BN>>(bytes);
-        grouped_gate_up_pipe_kernel<T, BN><<<dim3(ceil_div(ff, mma::kHalf), max_tiles), pipe::kThreads, bytes, s>>>(p);
+        pipe::launch<T, BN, grouped_gate_up_pipe_kernel<T, BN>>(dim3(ceil_div(ff, mma::kHalf), max_tiles), s, p);
       });
       ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
       dispatch_pipelined(down, ff, [&](auto type) {
         constexpr DType T = decltype(type)::value;
-        constexpr int bytes = pipe::Config<T, BN>::kSmemBytes;
-        pipe::allow_smem<grouped_down_pipe_kernel<T, BN>>(bytes);
-        grouped_down_pipe_kernel<T, BN><<<dim3(ceil_div(d, pipe::kRows), max_tiles), pipe::kThreads, bytes, s>>>(p);
+        pipe::launch<T, BN, grouped_down_pipe_kernel<T, BN>>(dim3(ceil_div(d, pipe::kRows), max_tiles), s, p);
       });
       ZINC_CUDA_LAUNCHED("moe_grouped_down");
     };
