@@ -688,6 +688,37 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
   const auto got = read_logits(*gpu, m_gpu->forward(sg, prompt, 40));
   check_stats("prefill 40", compare_logits(ref, got, V));
 
+  // Prompt lengths around the chunked delta rule's 64 tokens and the token tiles:
+  // prefill against the CPU's prefill and against this backend's own token-by-token
+  // decode of the same prompt, then 4 tokens decoded on from both states.
+  std::mt19937 length_rng(5);  // its own stream: the checks below keep their tokens
+  auto length_tokens = [&, pick_len = pick](int64_t n) mutable {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = pick_len(length_rng);
+    return t;
+  };
+  for (int64_t n : {1, 7, 63, 64, 65, 1000}) {
+    const std::string sn = std::to_string(n);
+    const auto p = length_tokens(n), next = length_tokens(4);
+    SequenceState pc = m_cpu->new_sequence(1024), pg = m_gpu->new_sequence(1024), tg = m_gpu->new_sequence(1024);
+    const auto lc = read_logits(*cpu, m_cpu->forward(pc, p, n));
+    const auto lg = read_logits(*gpu, m_gpu->forward(pg, p, n));
+    std::vector<float> lt, after_prefill, after_steps;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto l = read_logits(*gpu, m_gpu->forward(tg, std::span<const int32_t>(&p[i], 1), 1));
+      lt.insert(lt.end(), l.begin(), l.end());
+    }
+    for (const int32_t t : next) {
+      const std::span<const int32_t> one(&t, 1);
+      const auto a = read_logits(*gpu, m_gpu->forward(pg, one, 1)), b = read_logits(*gpu, m_gpu->forward(tg, one, 1));
+      after_prefill.insert(after_prefill.end(), a.begin(), a.end());
+      after_steps.insert(after_steps.end(), b.begin(), b.end());
+    }
+    check_stats("prefill " + sn + " vs CPU prefill", compare_logits(lc, lg, V));
+    check_stats("prefill " + sn + " vs token-by-token decode", compare_logits(lt, lg, V));
+    check_stats("4 decoded after prefill " + sn + " vs after token-by-token", compare_logits(after_steps, after_prefill, V));
+  }
+
   // Then 2048 decoded tokens (teacher-forced with the same random tokens), checked
   // against the CPU every 256 steps, and against the eager (graph-free) GPU backend
   // bitwise at every step.
