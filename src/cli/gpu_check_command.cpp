@@ -163,6 +163,12 @@ constexpr double kAttentionF16Tol = 1e-3;
 // bf16 (about 1e-3 relative error); F32 weights keep f32 accuracy there.
 constexpr double kTensorCoreTol = 1e-2;
 double matmul_tol(DType t, int64_t n) { return n > 8 && t != DType::F32 ? kTensorCoreTol : 1e-4; }
+// The chunked delta rule (from kDeltaRuleChunkedMinTokens tokens) multiplies on the
+// tensor cores in tf32 (unit roundoff 2^-11 = 4.9e-4). Its largest element error over
+// 0.5M state or output values measures 6.5e-4..1.0e-3 of the largest reference value,
+// so the bar is 4 units; shorter calls (f32 throughout) are held to 1e-3 as before.
+constexpr double kTf32Tol = 2e-3;
+double delta_rule_tol(int64_t n) { return n >= cuda::kDeltaRuleChunkedMinTokens ? kTf32Tol : 1e-3; }
 
 std::string tname(DType t) { return std::string(type_name(t)); }
 
@@ -389,8 +395,8 @@ void check_delta_rule_prefill(Checker& c) {
       ey = std::max(ey, c.rel_err(y));
     }
     const std::string sn = " H=32 dk=128 n=" + std::to_string(n) + " x2";
-    c.report("gated_delta_rule chunked y" + sn, ey, 1e-3);
-    c.report("gated_delta_rule chunked state" + sn, c.rel_err(st), 1e-3);
+    c.report("gated_delta_rule chunked y" + sn, ey, delta_rule_tol(n));
+    c.report("gated_delta_rule chunked state" + sn, c.rel_err(st), delta_rule_tol(n));
   }
 }
 
@@ -462,8 +468,8 @@ void check_gdn_core(Checker& c) {
                                      nw.gpu, 1e-6f, y.gpu);
         ey = std::max(ey, c.rel_err(y));
       }
-      c.report(name + " y", ey, 1e-3);
-      c.report(name + " state", c.rel_err(st), 1e-3);
+      c.report(name + " y", ey, delta_rule_tol(n));
+      c.report(name + " state", c.rel_err(st), delta_rule_tol(n));
       c.report(name + " conv state", c.rel_err(cs), 1e-4);
     }
 }
@@ -583,8 +589,8 @@ void check_ops(Checker& c) {
     auto dy = c.out({dv, H, n});
     c.cpu().gated_delta_rule(q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu, st.cpu, dy.cpu);
     c.gpu().gated_delta_rule(q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu, st.gpu, dy.gpu);
-    c.report("gated_delta_rule y" + sn, c.rel_err(dy), 1e-3);
-    c.report("gated_delta_rule state" + sn, c.rel_err(st), 1e-3);
+    c.report("gated_delta_rule y" + sn, c.rel_err(dy), delta_rule_tol(n));
+    c.report("gated_delta_rule state" + sn, c.rel_err(st), delta_rule_tol(n));
 
     // MoE: routing, then the experts in the benchmark file's types and two others.
     const int64_t E = 16, kk = 4, dm = 256, ffe = 256;
@@ -690,30 +696,35 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
 
   // Prompt lengths around the chunked delta rule's 64 tokens and the token tiles:
   // prefill against the CPU's prefill and against this backend's own token-by-token
-  // decode of the same prompt, then 4 tokens decoded on from both states.
+  // decode of the same prompt, then 4 tokens decoded on from both states. Each length
+  // is judged over at least kMinRows rows (several prompts when short): the bar is a
+  // rate, and in an MoE model a router whose k-th and (k+1)-th experts are tied to
+  // within rounding (gaps of 3e-4..3e-3 logits in the tiny models) legitimately flips
+  // one row, which out of 64 rows alone would read as 1.6%.
   std::mt19937 length_rng(5);  // its own stream: the checks below keep their tokens
   auto length_tokens = [&, pick_len = pick](int64_t n) mutable {
     std::vector<int32_t> t(n);
     for (auto& x : t) x = pick_len(length_rng);
     return t;
   };
+  constexpr int64_t kMinRows = 1000;
   for (int64_t n : {1, 7, 63, 64, 65, 1000}) {
+    std::vector<float> lc, lg, lt, after_prefill, after_steps;
+    auto append = [](std::vector<float>& to, const std::vector<float>& l) { to.insert(to.end(), l.begin(), l.end()); };
+    for (int64_t rep = 0; rep * n < kMinRows; ++rep) {
+      const auto p = length_tokens(n), next = length_tokens(4);
+      SequenceState pc = m_cpu->new_sequence(n + 8), pg = m_gpu->new_sequence(n + 8), tg = m_gpu->new_sequence(n + 8);
+      append(lc, read_logits(*cpu, m_cpu->forward(pc, p, n)));
+      append(lg, read_logits(*gpu, m_gpu->forward(pg, p, n)));
+      for (int64_t i = 0; i < n; ++i)
+        append(lt, read_logits(*gpu, m_gpu->forward(tg, std::span<const int32_t>(&p[i], 1), 1)));
+      for (const int32_t t : next) {
+        const std::span<const int32_t> one(&t, 1);
+        append(after_prefill, read_logits(*gpu, m_gpu->forward(pg, one, 1)));
+        append(after_steps, read_logits(*gpu, m_gpu->forward(tg, one, 1)));
+      }
+    }
     const std::string sn = std::to_string(n);
-    const auto p = length_tokens(n), next = length_tokens(4);
-    SequenceState pc = m_cpu->new_sequence(1024), pg = m_gpu->new_sequence(1024), tg = m_gpu->new_sequence(1024);
-    const auto lc = read_logits(*cpu, m_cpu->forward(pc, p, n));
-    const auto lg = read_logits(*gpu, m_gpu->forward(pg, p, n));
-    std::vector<float> lt, after_prefill, after_steps;
-    for (int64_t i = 0; i < n; ++i) {
-      const auto l = read_logits(*gpu, m_gpu->forward(tg, std::span<const int32_t>(&p[i], 1), 1));
-      lt.insert(lt.end(), l.begin(), l.end());
-    }
-    for (const int32_t t : next) {
-      const std::span<const int32_t> one(&t, 1);
-      const auto a = read_logits(*gpu, m_gpu->forward(pg, one, 1)), b = read_logits(*gpu, m_gpu->forward(tg, one, 1));
-      after_prefill.insert(after_prefill.end(), a.begin(), a.end());
-      after_steps.insert(after_steps.end(), b.begin(), b.end());
-    }
     check_stats("prefill " + sn + " vs CPU prefill", compare_logits(lc, lg, V));
     check_stats("prefill " + sn + " vs token-by-token decode", compare_logits(lt, lg, V));
     check_stats("4 decoded after prefill " + sn + " vs after token-by-token", compare_logits(after_steps, after_prefill, V));
@@ -746,27 +757,30 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
 
   // Several sequences in one pass (the serving engine's batches): a 40-token prompt
   // chunk, a 7-token one and 8 decoding sequences, against the CPU backend; then 8
-  // batched decode steps of all ten.
+  // batched decode steps of all ten. Twelve rounds, so that the rate is judged over
+  // 1080 rows (see kMinRows).
   {
-    std::vector<SequenceState> cs, gs;
-    std::vector<std::vector<int32_t>> toks;
-    for (int i = 0; i < 10; ++i) {
-      cs.push_back(m_cpu->new_sequence(256));
-      gs.push_back(m_gpu->new_sequence(256));
-      toks.push_back(tokens(i == 0 ? 40 : i == 1 ? 7 : 1));
-    }
     std::vector<float> ref_b, got_b;
-    for (int step = 0; step < 9; ++step) {
-      std::vector<SequenceChunk> cc, gc;
+    for (int round = 0; round < 12; ++round) {
+      std::vector<SequenceState> cs, gs;
+      std::vector<std::vector<int32_t>> toks;
       for (int i = 0; i < 10; ++i) {
-        if (step > 0) toks[i] = tokens(1);
-        cc.push_back({&cs[i], toks[i], 1});
-        gc.push_back({&gs[i], toks[i], 1});
+        cs.push_back(m_cpu->new_sequence(64));
+        gs.push_back(m_gpu->new_sequence(64));
+        toks.push_back(tokens(i == 0 ? 40 : i == 1 ? 7 : 1));
       }
-      const auto r = read_logits(*cpu, m_cpu->forward_batch(cc));
-      const auto g = read_logits(*gpu, m_gpu->forward_batch(gc));
-      ref_b.insert(ref_b.end(), r.begin(), r.end());
-      got_b.insert(got_b.end(), g.begin(), g.end());
+      for (int step = 0; step < 9; ++step) {
+        std::vector<SequenceChunk> cc, gc;
+        for (int i = 0; i < 10; ++i) {
+          if (step > 0) toks[i] = tokens(1);
+          cc.push_back({&cs[i], toks[i], 1});
+          gc.push_back({&gs[i], toks[i], 1});
+        }
+        const auto r = read_logits(*cpu, m_cpu->forward_batch(cc));
+        const auto g = read_logits(*gpu, m_gpu->forward_batch(gc));
+        ref_b.insert(ref_b.end(), r.begin(), r.end());
+        got_b.insert(got_b.end(), g.begin(), g.end());
+      }
     }
     check_stats("batched 10 sequences", compare_logits(ref_b, got_b, V));
   }
