@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dense_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
 #include "gguf/gguf.h"
@@ -139,6 +140,7 @@ class CudaBackend final : public Backend {
         profiler_(opt.profile ? std::make_unique<cuda::OpProfiler>() : nullptr) {
     ZINC_CUDA_CHECK(cudaSetDevice(opt.device));
     ZINC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    dense_ = std::make_unique<cuda::DenseGemm>();  // after cudaSetDevice: its handle binds to the device
     for (auto& s : staging_) {
       ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
       ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
@@ -245,8 +247,8 @@ class CudaBackend final : public Backend {
     check(y.ne[0] == w.rows() && y.rows() == x.rows(), "matmul", "y shape mismatch");
     const bool batch = x.rows() > cuda::kMatvecMaxTokens;
     void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes({&w, 1}, x)) : nullptr;
-    submit(Key(OpId::Matmul) << w << x << y, [=](cudaStream_t s) {
-      if (batch) cuda::matmul_batched({&w, 1}, x, {&y, 1}, xb, s);
+    submit(Key(OpId::Matmul) << w << x << y, [=, dense = dense_.get()](cudaStream_t s) {
+      if (batch) cuda::matmul_batched({&w, 1}, x, {&y, 1}, xb, *dense, s);
       else cuda::matvec(w, x, y, s);
     });
   }
@@ -426,9 +428,10 @@ class CudaBackend final : public Backend {
     }
     const bool batch = x.rows() > cuda::kMatvecMaxTokens;
     void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(w, x)) : nullptr;
-    submit(key, [=, ws = std::vector<Tensor>(w.begin(), w.end()), ys = std::vector<Tensor>(y.begin(), y.end())](
+    submit(key, [=, dense = dense_.get(), ws = std::vector<Tensor>(w.begin(), w.end()),
+                 ys = std::vector<Tensor>(y.begin(), y.end())](
                     cudaStream_t s) {
-      if (batch) cuda::matmul_batched(ws, x, ys, xb, s);
+      if (batch) cuda::matmul_batched(ws, x, ys, xb, *dense, s);
       else cuda::matvec_many(ws, x, ys, s);
     });
   }
@@ -573,13 +576,13 @@ class CudaBackend final : public Backend {
     float* out = fused ? nullptr : static_cast<float*>(arena_.take(d * n * sizeof(float)));
     const Tensor act_t = Tensor::make(DType::F32, {ff, n}, act), out_t = Tensor::make(DType::F32, {d, n}, out);
     void* ab = fused ? nullptr : arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, act_t));
-    submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=](cudaStream_t s) {
+    submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=, dense = dense_.get()](cudaStream_t s) {
       if (fused) {
         cuda::shared_expert_add(g, u, down, gl, y, false, s);
         return;
       }
       cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
-      cuda::matmul_batched({&down, 1}, act_t, {&out_t, 1}, ab, s);
+      cuda::matmul_batched({&down, 1}, act_t, {&out_t, 1}, ab, *dense, s);
       if (gl) cuda::mul_sigmoid(out, gl, out, d * n, d, true, s);
       cuda::add(y.as<const float>(), out, y.as<float>(), d * n, s);
     });
@@ -734,6 +737,7 @@ class CudaBackend final : public Backend {
   Staging staging_[2];
   std::vector<void*> allocations_;  // weights and persistent tensors
   DeviceArena arena_;
+  std::unique_ptr<cuda::DenseGemm> dense_;
 
   std::vector<uint64_t> key_;       // the current segment's op keys
   std::vector<uint64_t> prev_key_;  // the last eager segment that began at scratch_reset()

@@ -2,6 +2,7 @@
 // bf16 widening, activations. Host launchers check every launch (cuda_check.h).
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -96,5 +97,13 @@ __device__ __forceinline__ float bf16_to_float(uint16_t h) { return __uint_as_fl
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+// Two floats as an f16 pair (first in the low half), clamped to f16's range so that
+// an outlier saturates instead of becoming infinite.
+__device__ __forceinline__ uint32_t pack_f16_clamped(float first, float second) {
+  constexpr float kMax = 65504.0f;
+  const __half2 v = __floats2half2_rn(fminf(fmaxf(first, -kMax), kMax), fminf(fmaxf(second, -kMax), kMax));
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 }  // namespace zinc::cuda

@@ -21,12 +21,15 @@ void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for n <= 8, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
-// y[i] = x · w[i]ᵀ for n > 8: Q8_0 / Q4_K / Q5_K weights of one type in one pipelined
-// launch, F32 ones in one f32 launch, others through matmul_tiled. `scratch` holds
-// matmul_batched_scratch_bytes(w, x) (x in f16, F32 weights' partial sums).
+// y[i] = x · w[i]ᵀ for n > 8: from kDenseGemmMinTokens tokens, the weights DenseGemm
+// takes go through it (dense_gemm.h); below, Q8_0 / Q4_K / Q5_K weights of one type in
+// one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.
+// `scratch` holds matmul_batched_scratch_bytes(w, x) (x in f16, DenseGemm's f16
+// weight, F32 weights' partial sums).
+class DenseGemm;
 size_t matmul_batched_scratch_bytes(std::span<const Tensor> w, const Tensor& x);
 void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch,
-                    cudaStream_t s);
+                    const DenseGemm& dense, cudaStream_t s);
 // out {d, n} = rows ids[i] of table {d, vocab}, dequantized.
 void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream_t s);
 

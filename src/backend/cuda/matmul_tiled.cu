@@ -1,16 +1,20 @@
 // y = x·wᵀ for many tokens on the tensor cores.
 //
-// matmul_batched: one launch over one or more weights of the same input (Q8_0,
-// Q4_K or Q5_K): x is rounded to f16 once, each block takes 128 rows of one weight
-// x 64 tokens through the pipelined tile product of mma_pipe.cuh. F32 weights
+// matmul_batched: from kDenseGemmMinTokens tokens, quantized and F16 weights go
+// through DenseGemm (f16 expansion + cuBLAS). Below that, one launch over one or more
+// weights of the same input (Q8_0, Q4_K or Q5_K): x is rounded to f16 once, each block
+// takes 128 rows of one weight x 64 tokens through the pipelined tile product of
+// mma_pipe.cuh. At any length F32 weights
 // (routers, GDN gates: few rows whose top-k choices and gates are sensitive to
 // rounding) take one f32 launch of their own on the CUDA cores, k split over warps.
 //
 // matmul_tiled: any weight type through mma_tile.cuh, 128 weight rows x 64 tokens
 // per block (32 when that leaves too few blocks to fill the GPU), the weights
 // dequantized to bf16 once per token tile; the fallback for the rest.
+#include <algorithm>
 #include <vector>
 
+#include "backend/cuda/dense_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_pipe.cuh"
 #include "backend/cuda/mma_tile.cuh"
@@ -66,16 +70,17 @@ __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t groups)
                                               mma::pack_bf16(b.x, b.y), mma::pack_bf16(b.z, b.w));
 }
 
-__device__ __forceinline__ uint32_t pack_f16(float first, float second) {
-  constexpr float kMax = 65504.0f;
-  const __half2 v = __floats2half2_rn(fminf(fmaxf(first, -kMax), kMax), fminf(fmaxf(second, -kMax), kMax));
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__global__ void to_f16_pairs_kernel(const float* x, __half* y, int64_t groups) {
+// Pairs: each group of 4 stored in the order (0, 2, 1, 3) (the pipelined tiles' rows).
+template <bool Pairs>
+__global__ void to_f16_kernel(const float* x, __half* y, int64_t groups) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= groups) return;
   const float4 a = reinterpret_cast<const float4*>(x)[2 * i], b = reinterpret_cast<const float4*>(x)[2 * i + 1];
-  reinterpret_cast<uint4*>(y)[i] = make_uint4(pack_f16(a.x, a.z), pack_f16(a.y, a.w), pack_f16(b.x, b.z), pack_f16(b.y, b.w));
+  reinterpret_cast<uint4*>(y)[i] =
+      Pairs ? make_uint4(pack_f16_clamped(a.x, a.z), pack_f16_clamped(a.y, a.w), pack_f16_clamped(b.x, b.z),
+                         pack_f16_clamped(b.y, b.w))
+            : make_uint4(pack_f16_clamped(a.x, a.y), pack_f16_clamped(a.z, a.w), pack_f16_clamped(b.x, b.y),
+                         pack_f16_clamped(b.z, b.w));
 }
 
 // Tokens per block: 64, or 32 when 64 leaves fewer blocks than about two per SM; up
@@ -258,8 +263,13 @@ void to_bf16(const float* x, __nv_bfloat16* y, int64_t count, cudaStream_t s) {
 }
 
 void to_f16_pairs(const float* x, __half* y, int64_t count, cudaStream_t s) {
-  to_f16_pairs_kernel<<<ceil_div(count / 8, 256), 256, 0, s>>>(x, y, count / 8);
+  to_f16_kernel<true><<<ceil_div(count / 8, 256), 256, 0, s>>>(x, y, count / 8);
   ZINC_CUDA_LAUNCHED("to_f16_pairs");
+}
+
+void to_f16(const float* x, __half* y, int64_t count, cudaStream_t s) {
+  to_f16_kernel<false><<<ceil_div(count / 8, 256), 256, 0, s>>>(x, y, count / 8);
+  ZINC_CUDA_LAUNCHED("to_f16");
 }
 
 namespace {
@@ -272,8 +282,10 @@ struct BatchedPlan {
   SplitSumParams many_sum{}, f32_sum{};
   int many_tiles = 0, many_bn = kManyTokens, f32_tiles = 0;
   DType type = DType::F32;
-  std::vector<size_t> rest;  // weights for matmul_tiled
-  size_t bytes = 0;          // scratch: f16 x, then the partial sums
+  std::vector<size_t> dense;  // weights for DenseGemm
+  std::vector<size_t> rest;   // weights for matmul_tiled
+  size_t w16 = 0;             // scratch offset of DenseGemm's f16 weight
+  size_t bytes = 0;           // scratch: f16 x, DenseGemm's weight, the partial sums
 };
 
 // Places the partial sums of `count` weights (outs[i] rows each) after `bytes`.
@@ -299,10 +311,14 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   b.many.in = b.f32.in = in, b.many.n = b.f32.n = n;
   b.many.xb = static_cast<const __half*>(scratch);
   b.f32.x = x.as<const float>();
+  size_t w16_bytes = 0;
   for (size_t i = 0; i < w.size(); ++i) {
     const int out = static_cast<int>(w[i].rows());
     float* yi = y.empty() ? nullptr : y[i].as<float>();
-    if (w[i].type == DType::F32 && b.f32.count < kMaxMany && in % kF32K == 0) {
+    if (DenseGemm::takes(w[i], n)) {
+      b.dense.push_back(i);
+      w16_bytes = std::max(w16_bytes, static_cast<size_t>(w[i].n_elements()) * 2);
+    } else if (w[i].type == DType::F32 && b.f32.count < kMaxMany && in % kF32K == 0) {
       b.f32.w[b.f32.count++] = {w[i].as<const float>(), yi, nullptr, out, b.f32_tiles};
       b.f32_tiles += ceil_div(out, kF32Tile);
     } else if (w[i].type == b.type && b.many.count < kMaxMany && pipelined(w[i], b.type)) {
@@ -313,7 +329,11 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
       b.rest.push_back(i);
     }
   }
+  // x in f16: pairs for the pipelined tiles or in order for DenseGemm, never both
+  // (DenseGemm takes every weight the tiles would from kDenseGemmMinTokens tokens).
   b.bytes = (static_cast<size_t>(x.n_elements()) * 2 + 255) & ~size_t{255};
+  b.w16 = b.bytes;
+  b.bytes += (w16_bytes + 255) & ~size_t{255};
   b.f32.splits = k_splits(b.f32_tiles * ceil_div(n, kF32Tile), in, kF32K, kF32MaxSplits, kF32Slots);
   b.f32_sum = place_partials(b.f32.w, b.f32.count, b.f32.splits, n, scratch, b.bytes);
   if (b.many.count > 0) {
@@ -339,8 +359,14 @@ size_t matmul_batched_scratch_bytes(std::span<const Tensor> w, const Tensor& x) 
 }
 
 void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch,
-                    cudaStream_t s) {
+                    const DenseGemm& dense, cudaStream_t s) {
   const BatchedPlan b = plan_batched(w, x, y, scratch);
+  if (!b.dense.empty()) {
+    auto* x16 = static_cast<__half*>(scratch);
+    auto* w16 = reinterpret_cast<__half*>(static_cast<char*>(scratch) + b.w16);
+    to_f16(x.as<const float>(), x16, x.n_elements(), s);
+    for (size_t i : b.dense) dense.run(w[i], x16, y[i].as<float>(), w16, x.rows(), s);
+  }
   if (b.f32.count > 0) {
     matmul_f32_kernel<<<dim3(b.f32_tiles, ceil_div(b.f32.n, kF32Tile), b.f32.splits), 256, 0, s>>>(b.f32);
     ZINC_CUDA_LAUNCHED("matmul_f32");

@@ -319,4 +319,6 @@ void to_bf16(const float* x, __nv_bfloat16* y, int64_t count, cudaStream_t s);
 // y = x rounded to f16 (clamped to its range), each group of 4 stored in the order
 // (0, 2, 1, 3): the token rows of the pipelined tiles. count a multiple of 8.
 void to_f16_pairs(const float* x, __half* y, int64_t count, cudaStream_t s);
+// y = x rounded to f16 (clamped), in order (DenseGemm's token rows). count a multiple of 8.
+void to_f16(const float* x, __half* y, int64_t count, cudaStream_t s);
 }  // namespace zinc::cuda
