@@ -159,8 +159,8 @@ const int64_t kTokenCounts[] = {1, 3, 8, 33, 70};
 // two f16 parts; the caches are f16 already).
 constexpr double kAttentionF16Tol = 1e-3;
 
-// Batches of more than 8 tokens multiply non-F32 weights on the tensor cores in
-// bf16 (about 1e-3 relative error); F32 weights keep f32 accuracy there.
+// Batches of more than 8 tokens multiply non-F32 weights on the tensor cores in f16
+// or bf16 (about 1e-3 relative error); F32 weights keep f32 accuracy there.
 constexpr double kTensorCoreTol = 1e-2;
 double matmul_tol(DType t, int64_t n) { return n > 8 && t != DType::F32 ? kTensorCoreTol : 1e-4; }
 // The chunked delta rule (from kDeltaRuleChunkedMinTokens tokens) multiplies on the
@@ -731,12 +731,13 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
   }
 
   // Then 2048 decoded tokens (teacher-forced with the same random tokens), checked
-  // against the CPU every 256 steps, and against the eager (graph-free) GPU backend
-  // bitwise at every step.
+  // against the CPU at every step, judged per window of 256 steps (so the bar holds all
+  // along, at a resolution a single router near-tie cannot break; see kMinRows), and
+  // against the eager (graph-free) GPU backend bitwise at every step.
   SequenceState se = m_eager->new_sequence(4096);
   read_logits(*eager, m_eager->forward(se, prompt, 1));
   const auto stream = tokens(2048);
-  std::vector<float> ref_spots, got_spots;
+  std::vector<float> ref_window, got_window;
   double graph_mismatch = 0;
   for (int64_t i = 0; i < 2048; ++i) {
     const std::span<const int32_t> one(&stream[i], 1);
@@ -744,13 +745,12 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     const auto le = read_logits(*eager, m_eager->forward(se, one, 1));
     graph_mismatch += std::memcmp(lg.data(), le.data(), lg.size() * sizeof(float)) != 0;
     const auto lc = read_logits(*cpu, m_cpu->forward(sc, one, 1));
-    if (i < 64 || i % 256 == 255) {
-      ref_spots.insert(ref_spots.end(), lc.begin(), lc.end());
-      got_spots.insert(got_spots.end(), lg.begin(), lg.end());
-    }
-    if (i == 63 || i == 2047) {
-      check_stats("decode to " + std::to_string(i + 1), compare_logits(ref_spots, got_spots, V));
-      ref_spots.clear(), got_spots.clear();
+    ref_window.insert(ref_window.end(), lc.begin(), lc.end());
+    got_window.insert(got_window.end(), lg.begin(), lg.end());
+    if (i % 256 == 255) {
+      check_stats("decode steps " + std::to_string(i - 254) + "-" + std::to_string(i + 1),
+                  compare_logits(ref_window, got_window, V));
+      ref_window.clear(), got_window.clear();
     }
   }
   c.report(preset + " decode: graph replay != eager (steps)", graph_mismatch, 0);
