@@ -41,35 +41,32 @@ void check(bool ok, const char* op, const char* what) {
 void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
 
 // Scratch memory: bump allocation from chunks; on reset several chunks fold into
-// one, so the steady state is one chunk and identical op sequences get identical
-// addresses.
+// one of exactly the last pass's size, so the steady state is one chunk and identical
+// op sequences get identical addresses. Chunks grow by a fixed step rather than by
+// doubling: the first pass of a larger shape then holds its need plus at most one
+// step, not up to twice its need (a 2048-token prefill of the flagship takes ~30 GB).
 class DeviceArena {
  public:
   ~DeviceArena() { release(); }
   void* take(size_t bytes) {
     bytes = (bytes + 255) & ~size_t{255};
     if (chunks_.empty() || used_ + bytes > chunks_.back().size) {
-      const size_t size = std::max(bytes, chunks_.empty() ? (size_t{64} << 20) : chunks_.back().size * 2);
-      void* p = nullptr;
-      ZINC_CUDA_CHECK(cudaMalloc(&p, size));
-      chunks_.push_back({p, size});
+      chunks_.push_back({allocate(std::max(bytes, kStep)), std::max(bytes, kStep)});
       used_ = 0;
     }
     void* p = static_cast<char*>(chunks_.back().ptr) + used_;
     used_ += bytes;
+    taken_ += bytes;
     return p;
   }
   // True when the memory moved (the caller must have synchronized).
   bool reset(cudaStream_t stream) {
-    used_ = 0;
+    const size_t need = taken_;
+    used_ = taken_ = 0;
     if (chunks_.size() <= 1) return false;
-    size_t total = 0;
-    for (auto& c : chunks_) total += c.size;
     ZINC_CUDA_CHECK(cudaStreamSynchronize(stream));
     release();
-    void* p = nullptr;
-    ZINC_CUDA_CHECK(cudaMalloc(&p, total));
-    chunks_.push_back({p, total});
+    chunks_.push_back({allocate(need), need});
     return true;
   }
 
@@ -78,12 +75,25 @@ class DeviceArena {
     for (auto& c : chunks_) cudaFree(c.ptr);
     chunks_.clear();
   }
+  static void* allocate(size_t bytes) {
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it: the backend stays usable
+      throw std::runtime_error("GPU out of memory for " + std::to_string(bytes >> 20) +
+                               " MiB more scratch; shorter prompt chunks need less");
+    }
+    ZINC_CUDA_CHECK(err);
+    return p;
+  }
+  static constexpr size_t kStep = size_t{256} << 20;
   struct Chunk {
     void* ptr;
     size_t size;
   };
   std::vector<Chunk> chunks_;
-  size_t used_ = 0;
+  size_t used_ = 0;   // in the last chunk
+  size_t taken_ = 0;  // by this pass, over all chunks
 };
 
 enum class OpId : uint64_t {
