@@ -227,35 +227,44 @@ __device__ __forceinline__ void k_scale_min(const uint8_t* s, int i, float& sc, 
     m = static_cast<float>((s[i + 4] >> 4) | ((s[i] >> 6) << 4));
   }
 }
+// A 32-element sub-block of a Q4_K / Q5_K block with its scale and minimum decoded
+// (dl, ml): kernels that walk a row by runs of 32 decode them once per run (run8),
+// not once per 8 elements (load8).
+struct KRun {
+  const uint8_t* block;
+  int sub;
+  float dl, ml;
+};
+__device__ __forceinline__ KRun k_run(const uint8_t* row, int e0, int block_bytes) {
+  const uint8_t* b = row + (e0 / 256) * block_bytes;
+  const int sub = (e0 & 255) / 32;
+  const uint32_t dm = *reinterpret_cast<const uint32_t*>(b);
+  float sc, mn;
+  k_scale_min(b + 4, sub, sc, mn);
+  return {b, sub, half_to_float(dm & 0xffff) * sc, half_to_float(dm >> 16) * mn};
+}
 template <> struct Dequant<DType::Q4_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 144;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
-    const int e = e0 & 255, sub = e / 32, l = e % 32;
-    const uint32_t dm = *reinterpret_cast<const uint32_t*>(b);
-    float sc, mn;
-    k_scale_min(b + 4, sub, sc, mn);
-    const float dl = half_to_float(dm & 0xffff) * sc, ml = half_to_float(dm >> 16) * mn;
-    const uint2 q = nibble_codes(load_bytes8<8>(b + 16 + 32 * (sub / 2) + l), sub & 1);
+  __device__ static KRun run(const uint8_t* row, int e0) { return k_run(row, e0, kBlockBytes); }
+  // Elements l .. l + 7 of the run (l a multiple of 8).
+  __device__ static void run8(const KRun& r, int l, float* v) {
+    const uint2 q = nibble_codes(load_bytes8<8>(r.block + 16 + 32 * (r.sub / 2) + l), r.sub & 1);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 0.0f) - ml;
+    for (int i = 0; i < 8; ++i) v[i] = r.dl * code_as_float(q, i, 0.0f) - r.ml;
   }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) { run8(run(row, e0), e0 % 32, v); }
 };
 template <> struct Dequant<DType::Q5_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 176;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
-    const int e = e0 & 255, sub = e / 32, l = e % 32;
-    const uint32_t dm = *reinterpret_cast<const uint32_t*>(b);
-    float sc, mn;
-    k_scale_min(b + 4, sub, sc, mn);
-    const float dl = half_to_float(dm & 0xffff) * sc, ml = half_to_float(dm >> 16) * mn;
-    const uint2 h = byte_bits(load_bytes8<8>(b + 16 + l), sub, 0x01010101u, 4);
-    uint2 q = nibble_codes(load_bytes8<8>(b + 48 + 32 * (sub / 2) + l), sub & 1);
+  __device__ static KRun run(const uint8_t* row, int e0) { return k_run(row, e0, kBlockBytes); }
+  __device__ static void run8(const KRun& r, int l, float* v) {
+    const uint2 h = byte_bits(load_bytes8<8>(r.block + 16 + l), r.sub, 0x01010101u, 4);
+    uint2 q = nibble_codes(load_bytes8<8>(r.block + 48 + 32 * (r.sub / 2) + l), r.sub & 1);
     q.x |= h.x, q.y |= h.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 0.0f) - ml;
+    for (int i = 0; i < 8; ++i) v[i] = r.dl * code_as_float(q, i, 0.0f) - r.ml;
   }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) { run8(run(row, e0), e0 % 32, v); }
 };
 template <> struct Dequant<DType::Q6_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;

@@ -44,10 +44,17 @@ template <DType T, int kMaxX>
 __device__ __forceinline__ void run_dot(const uint8_t* row, int q, const float4* xs, int x_chunks, int nx,
                                         float (&acc)[kMaxX]) {
   const int rot = q & 7;
+  // Formats with per-run scales (Q4_K, Q5_K) decode them once here.
+  constexpr bool kRunScales = requires(const uint8_t* r) { Dequant<T>::run(r, 0); };
+  [[maybe_unused]] const auto scales = [&] {
+    if constexpr (kRunScales) return Dequant<T>::run(row, 32 * q);
+    else return 0;
+  }();
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     float v[8];
-    Dequant<T>::load8(row, 32 * q + 8 * j, v);
+    if constexpr (kRunScales) Dequant<T>::run8(scales, 8 * j, v);
+    else Dequant<T>::load8(row, 32 * q + 8 * j, v);
 #pragma unroll
     for (int t = 0; t < kMaxX; ++t) {
       if (t < nx) {
