@@ -81,7 +81,7 @@ class DeviceArena {
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear it: the backend stays usable
       throw std::runtime_error("GPU out of memory for " + std::to_string(bytes >> 20) +
-                               " MiB more scratch; shorter prompt chunks need less");
+                               " MiB more scratch; shorter prompt chunks (-u) need less");
     }
     ZINC_CUDA_CHECK(err);
     return p;

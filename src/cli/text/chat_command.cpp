@@ -76,6 +76,7 @@ class Conversation {
 
     GenerateOptions gen;
     gen.max_tokens = options_.max_tokens;
+    gen.prefill_chunk = options_.ubatch;
     gen.eog_ids = m_.eog_ids;
     TextStreamer streamer(*m_.tokenizer);
     g_stop_reply.store(false);

@@ -39,6 +39,7 @@ void run(const RunOptions& o) {
   Sampler sampler(resolve_sampling(o.generation));
   GenerateOptions gen;
   gen.max_tokens = o.generation.max_tokens;
+  gen.prefill_chunk = o.generation.ubatch;
   gen.eog_ids = m.eog_ids;
   TextStreamer streamer(*m.tokenizer);
   const GenerationResult result = generate(*m.model, *m.backend, seq, prompt, sampler, gen, [&](int32_t token) {

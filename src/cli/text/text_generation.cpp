@@ -15,6 +15,8 @@ void add_text_generation_options(CLI::App& cmd, TextGenerationOptions& o) {
   cmd.add_option("-m,--model", o.model, "GGUF model")->required();
   cmd.add_option("-n,--max-tokens", o.max_tokens, "Tokens to generate at most per reply")->capture_default_str();
   cmd.add_option("--ctx", o.ctx, "Context length in tokens (at most the model's)")->capture_default_str();
+  cmd.add_option("-u,--ubatch", o.ubatch, "Prompt tokens per forward pass (smaller needs less GPU memory)")
+      ->capture_default_str();
   cmd.add_option("--threads", o.threads, "CPU threads (0: all cores)");
   cmd.add_option("--system", o.system, "System message");
   SamplerParams& s = o.sampling;
@@ -41,6 +43,7 @@ SamplerParams resolve_sampling(const TextGenerationOptions& options) {
 TextModel TextModel::load(const TextGenerationOptions& options) {
   if (options.max_tokens < 0) throw std::invalid_argument("-n must be >= 0");
   if (options.ctx < 1) throw std::invalid_argument("--ctx must be >= 1");
+  if (options.ubatch < 1) throw std::invalid_argument("-u must be >= 1");
   TextModel m;
   m.file = gguf::GgufFile::open(options.model);
   m.tokenizer = text::Tokenizer::from_gguf(*m.file);

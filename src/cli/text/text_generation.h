@@ -26,12 +26,13 @@ struct TextGenerationOptions {
   std::string system;        // system message, when not empty
   int64_t max_tokens = 512;  // per reply
   int64_t ctx = 4096;        // context length (capped at the model's training length)
+  int64_t ubatch = GenerateOptions{}.prefill_chunk;  // prompt tokens per forward pass
   int threads = 0;
   SamplerParams sampling;
   bool seed_given = false;
 };
 
-// Registers -m, -n, --ctx, --threads, --system and the sampling options.
+// Registers -m, -n, --ctx, -u, --threads, --system and the sampling options.
 void add_text_generation_options(CLI::App& cmd, TextGenerationOptions& options);
 // The sampler settings, with a fresh random seed unless --seed was given.
 SamplerParams resolve_sampling(const TextGenerationOptions& options);
