@@ -656,6 +656,8 @@ LogitStats compare_logits(const std::vector<float>& ref, const std::vector<float
   return s;
 }
 
+void append(std::vector<float>& to, const std::vector<float>& rows) { to.insert(to.end(), rows.begin(), rows.end()); }
+
 std::vector<float> read_logits(Backend& be, const Tensor& t) {
   std::vector<float> v(t.n_elements());
   be.read(t, v.data(), t.nbytes());
@@ -710,7 +712,6 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
   constexpr int64_t kMinRows = 1000;
   for (int64_t n : {1, 7, 63, 64, 65, 1000}) {
     std::vector<float> lc, lg, lt, after_prefill, after_steps;
-    auto append = [](std::vector<float>& to, const std::vector<float>& l) { to.insert(to.end(), l.begin(), l.end()); };
     for (int64_t rep = 0; rep * n < kMinRows; ++rep) {
       const auto p = length_tokens(n), next = length_tokens(4);
       SequenceState pc = m_cpu->new_sequence(n + 8), pg = m_gpu->new_sequence(n + 8), tg = m_gpu->new_sequence(n + 8);
@@ -745,8 +746,8 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     const auto le = read_logits(*eager, m_eager->forward(se, one, 1));
     graph_mismatch += std::memcmp(lg.data(), le.data(), lg.size() * sizeof(float)) != 0;
     const auto lc = read_logits(*cpu, m_cpu->forward(sc, one, 1));
-    ref_window.insert(ref_window.end(), lc.begin(), lc.end());
-    got_window.insert(got_window.end(), lg.begin(), lg.end());
+    append(ref_window, lc);
+    append(got_window, lg);
     if (i % 256 == 255) {
       check_stats("decode steps " + std::to_string(i - 254) + "-" + std::to_string(i + 1),
                   compare_logits(ref_window, got_window, V));
@@ -776,10 +777,8 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
           cc.push_back({&cs[i], toks[i], 1});
           gc.push_back({&gs[i], toks[i], 1});
         }
-        const auto r = read_logits(*cpu, m_cpu->forward_batch(cc));
-        const auto g = read_logits(*gpu, m_gpu->forward_batch(gc));
-        ref_b.insert(ref_b.end(), r.begin(), r.end());
-        got_b.insert(got_b.end(), g.begin(), g.end());
+        append(ref_b, read_logits(*cpu, m_cpu->forward_batch(cc)));
+        append(got_b, read_logits(*gpu, m_gpu->forward_batch(gc)));
       }
     }
     check_stats("batched 10 sequences", compare_logits(ref_b, got_b, V));
@@ -790,10 +789,8 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
   for (auto& r : runs) {
     SequenceState s = m_gpu->new_sequence(256);
     r = read_logits(*gpu, m_gpu->forward(s, prompt, 40));
-    for (int i = 0; i < 16; ++i) {
-      const auto l = read_logits(*gpu, m_gpu->forward(s, std::span<const int32_t>(&stream[i], 1), 1));
-      r.insert(r.end(), l.begin(), l.end());
-    }
+    for (int i = 0; i < 16; ++i)
+      append(r, read_logits(*gpu, m_gpu->forward(s, std::span<const int32_t>(&stream[i], 1), 1)));
   }
   c.report(preset + " repeated runs bitwise equal", std::memcmp(runs[0].data(), runs[1].data(),
                                                                runs[0].size() * sizeof(float)) != 0, 0);

@@ -40,6 +40,23 @@ void check(bool ok, const char* op, const char* what) {
 }
 void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
 
+// cudaMalloc, where running out of memory throws a message that says what did not fit
+// and what to try (`advice`), and leaves the backend usable.
+void* device_malloc(size_t bytes, const char* advice) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear it
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw std::runtime_error("GPU out of memory: " + std::to_string(bytes >> 20) + " MiB more needed, " +
+                             std::to_string(free_b >> 20) + " of " + std::to_string(total_b >> 20) +
+                             " MiB free; " + advice);
+  }
+  ZINC_CUDA_CHECK(err);
+  return p;
+}
+
 // Scratch memory: bump allocation from chunks; on reset several chunks fold into
 // one of exactly the last pass's size, so the steady state is one chunk and identical
 // op sequences get identical addresses. Chunks grow by a fixed step rather than by
@@ -76,15 +93,7 @@ class DeviceArena {
     chunks_.clear();
   }
   static void* allocate(size_t bytes) {
-    void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it: the backend stays usable
-      throw std::runtime_error("GPU out of memory for " + std::to_string(bytes >> 20) +
-                               " MiB more scratch; shorter prompt chunks (-u) need less");
-    }
-    ZINC_CUDA_CHECK(err);
-    return p;
+    return device_malloc(bytes, "this is scratch for a forward pass: shorter prompt chunks (-u) need less");
   }
   static constexpr size_t kStep = size_t{256} << 20;
   struct Chunk {
@@ -636,18 +645,9 @@ class CudaBackend final : public Backend {
 
  private:
   void* device_alloc(size_t bytes) {
-    void* p = nullptr;
     // Whole 16-byte units: the expert kernels copy rows as the 16-byte chunks covering them.
-    const cudaError_t err = cudaMalloc(&p, std::max<size_t>((bytes + 15) / 16 * 16, 256));
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it: the backend stays usable
-      size_t free_b = 0, total_b = 0;
-      cudaMemGetInfo(&free_b, &total_b);
-      throw std::runtime_error("GPU out of memory: " + std::to_string(bytes >> 20) + " MiB more needed, " +
-                               std::to_string(free_b >> 20) + " of " + std::to_string(total_b >> 20) +
-                               " MiB free; the model and the requested context do not fit (try a smaller --ctx)");
-    }
-    ZINC_CUDA_CHECK(err);
+    void* p = device_malloc(std::max<size_t>((bytes + 15) / 16 * 16, 256),
+                            "the model and the requested context do not fit (try a smaller --ctx)");
     allocations_.push_back(p);
     return p;
   }
