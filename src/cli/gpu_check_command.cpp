@@ -495,18 +495,21 @@ void check_ops(Checker& c) {
     c.report("embed " + tname(t), c.rel_err(e), 1e-6);
   }
 
-  // Rows of 2048 elements: the staged (16-byte aligned) matvec path for most types,
-  // in a small launch (rows split between warps) and a large one (a warp per rows).
+  // Rows of whole 256-element groups: the staged (16-byte aligned) matvec path for
+  // most types. 2048: a row per warp, in a small and a large launch; 4096 and 6144:
+  // for one token a team of 2 or 4 warps per row (one of the 4 idle); 18432: more
+  // chunks than a team has warps, so one warp walks them all.
+  const std::pair<int64_t, int64_t> staged_shapes[] = {{2048, 67}, {2048, 4103}, {4096, 300}, {6144, 130}, {18432, 40}};
   for (DType t : kWeightTypes) {
-    for (int64_t out : {67, 4103}) {
-      const int64_t in = 2048;
+    for (auto [in, out] : staged_shapes) {
       auto w = c.weight(t, {in, out}, 0.03f);
       for (int64_t n : {1, 3}) {
         auto x = c.f32({in, n}, c.randn(in * n));
         auto y = c.out({out, n});
         c.cpu().matmul(w.cpu, x.cpu, y.cpu);
         c.gpu().matmul(w.gpu, x.gpu, y.gpu);
-        c.report("matmul " + tname(t) + " in=2048 out=" + std::to_string(out) + " n=" + std::to_string(n),
+        c.report("matmul " + tname(t) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
+                     " n=" + std::to_string(n),
                  c.rel_err(y), kTol);
       }
     }

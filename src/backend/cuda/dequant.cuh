@@ -102,15 +102,22 @@ template <> struct Dequant<DType::BF16> {
     for (int i = 0; i < 4; ++i) v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
 };
+// Formats whose 8 elements are codes times one scale also offer codes8: the codes as
+// floats, returning the scale, so a dot product can apply it once.
 template <> struct Dequant<DType::Q8_0> {
   static constexpr int kBlockElems = 32, kBlockBytes = 34;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    const float d = half_to_float(load_u16(b));
     uint2 q = load_bytes8<2>(b + 2 + (e0 & 31));
     q.x ^= 0x80808080u, q.y ^= 0x80808080u;  // signed codes to unsigned + 128
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 128.0f) * d;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 128.0f);
+    return half_to_float(load_u16(b));
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float d = codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::Q4_0> {
@@ -268,15 +275,20 @@ template <> struct Dequant<DType::Q5_K> {
 };
 template <> struct Dequant<DType::Q6_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 256) * kBlockBytes;
     const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32;
-    const float dl = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
     const uint2 qh = byte_bits(load_bytes8<2>(b + 128 + 32 * half + l), 2 * k, 0x03030303u, 4);
     uint2 q = nibble_codes(load_bytes8<2>(b + 64 * half + l + 32 * (k & 1)), k >= 2);
     q.x |= qh.x, q.y |= qh.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 32.0f);
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 32.0f);
+    return half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float dl = codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= dl;
   }
 };
 template <> struct Dequant<DType::IQ4_XS> {

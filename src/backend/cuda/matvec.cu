@@ -6,143 +6,264 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matvec.cuh"
+#include "backend/cuda/warp_stream.cuh"
 
 namespace zinc::cuda {
 namespace {
 
-// Weights whose rows are 16-byte aligned (nearly all) are staged: a block's
-// kStagedRows rows are copied into shared memory with cp.async, a chunk of whole
-// 256-element groups at a time with two chunks in flight, and each warp
-// dequantizes its rows from there. The first copies are issued before the kernel
-// waits for the previous one (weights never depend on it), overlapping that
-// kernel's tail. Other rows (F32, odd sizes) are read directly by blocks of their
-// own; small launches of those split each row's groups between the warps.
-constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = 2;  // rows sharing each activation load
-constexpr int kStagedRows = kWarps * kRowsPerWarp;
-constexpr int kStageChunkBytes = 20 * 1024;  // one of the two chunk buffers, at most
-constexpr int kBlocksPerSM = 6;              // __launch_bounds__: 80 registers
-constexpr int kDirectGroups = 2;             // direct rows: groups per pass and row
+// Weights whose rows are 16-byte aligned (nearly all) are streamed: the staged
+// blocks' warps form teams of `team` warps, a team owns whole rows (rows t, t + T,
+// ... of the launch's staged rows for T teams), and each warp of a team pulls its
+// share of those rows through its own ring of kStages shared-memory slots with
+// bulk copies (warp_stream.cuh), kStages - 1 slots in flight while it computes on
+// one. A slot holds a chunk of kStageGroups 256-element groups of a row.
+//
+// For one token, a team has a warp per chunk of the row, so each warp's activations
+// (one chunk) stay in its lanes' registers for all its rows, and the team adds its
+// partial dot products in a fixed order. For several tokens a warp walks every
+// chunk of its rows and reads the activations from memory.
+//
+// The grid holds as many staged blocks as fit on the GPU at once, so a launch is
+// one wave that keeps loading until its last rows. The first copies are issued
+// before the kernel waits for the previous one (weights never depend on it),
+// overlapping that kernel's tail. Other rows (F32, odd sizes) are read directly by
+// blocks of their own, which come first in the grid; small launches of those
+// split each row's groups between the block's warps.
+constexpr int kWarps = 8;
+constexpr int kStageGroups = 8;  // staged: 256-element groups per slot
+constexpr int kStages = 4;
+constexpr int kMinBlocksPerSM = 2;  // __launch_bounds__: up to 128 registers
+constexpr int kRowsPerWarp = 2;     // direct rows sharing each activation load
+constexpr int kDirectGroups = 2;    // direct rows: groups per pass and row
 constexpr int kSplitMaxRows = 4096;
 constexpr int kMaxJobs = 4;
 
-// 16-byte vectors of one row's slot in a chunk buffer: its groups plus the
-// misalignment of their start and end.
+constexpr int kStageBarrierVecs = kWarps * kStages * 8 / 16;  // the warps' mbarriers, in uint4
+
 template <DType T>
-constexpr int chunk_slot_vecs(int groups) {
-  return groups * bytes_per_256<T>() / 16 + 2;
-}
-template <DType T>
-constexpr int max_chunk_groups() {
-  int c = 1;
-  while (kStagedRows * chunk_slot_vecs<T>(c + 1) * 16 <= kStageChunkBytes) ++c;
-  return c;
+constexpr int stage_bytes() {
+  return kStageGroups * bytes_per_256<T>();
 }
 
-// One weight of a launch; its blocks start at `first_block`.
+// One weight of a launch: staged rows start at `first_row` of the launch's staged
+// rows, direct ones at block `first_block`.
 struct MatvecJob {
   const uint8_t* w;  // {in, rows} blocks
   size_t row_bytes;
   float* y;  // {rows, n}
-  int rows, first_block, rows_per_block;
+  int rows, first_row, first_block, rows_per_block;
   bool f32;     // an F32 weight riding along a launch of another type
   bool staged;  // see stageable()
   bool split;   // direct rows: the block's warps share its kRowsPerWarp rows
 };
 struct MatvecParams {
   MatvecJob jobs[kMaxJobs];
-  int n_jobs, blocks;
+  int n_jobs;
+  int direct_blocks;  // blocks [0, direct_blocks) read direct rows
+  int staged_rows;
+  int team;   // warps per staged row: a power of two; > 1 only for one token
+  int teams;  // in the whole grid
   const float* x;  // {in, n}
   int in, n;
-  int chunk_groups;  // staged: groups per chunk
 };
 
-// acc[r][t] += this lane's 8 elements of row r's 256-element group (at group[r],
-// in shared memory) · x_t, for tokens t < n at x + t · stride.
-template <DType T, int N>
-__device__ __forceinline__ void group_dot(const uint8_t* const (&group)[kRowsPerWarp], const float* x,
-                                          int64_t stride, int n, float (&acc)[kRowsPerWarp][N]) {
-  const int lane = threadIdx.x % 32;
-  float w[kRowsPerWarp][8], scale[kRowsPerWarp];
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    if constexpr (T == DType::Q8_0) {
-      // The 8 codes share one block scale: multiply once, after the dot.
-      const uint8_t* b = group[r] + lane / 4 * Dequant<T>::kBlockBytes;
-      scale[r] = half_to_float(load_u16(b));
-      uint2 q = load_bytes8<2>(b + 2 + lane % 4 * 8);
-      q.x ^= 0x80808080u, q.y ^= 0x80808080u;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) w[r][i] = code_as_float(q, i, 128.0f);
-    } else {
-      scale[r] = 1.0f;
-      Dequant<T>::load8(group[r], lane * 8, w[r]);
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < N; ++t) {
-    if (t < n) {
-      float xv[8];
-      load_floats8(x + t * stride, xv);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        float s = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) s += w[r][i] * xv[i];
-        acc[r][t] += s * scale[r];
-      }
-    }
+// The lane's 8 weights of a 256-element group (in shared memory) and the factor
+// their dot product takes: a format with one scale per 8 elements (codes8) has it
+// applied once, after the dot product.
+template <DType T>
+__device__ __forceinline__ float lane_weights(const uint8_t* group, int lane, float (&w)[8]) {
+  if constexpr (requires { Dequant<T>::codes8(group, 0, w); }) {
+    return Dequant<T>::codes8(group, lane * 8, w);
+  } else {
+    Dequant<T>::load8(group, lane * 8, w);
+    return 1.0f;
   }
 }
 
-// Staged rows r0 .. r0 + kStagedRows of job j.
-template <DType T, int N>
-__device__ __forceinline__ void staged_rows(const MatvecJob& j, const MatvecParams& p, int r0, uint4* stage) {
-  constexpr int kGB = bytes_per_256<T>();
-  const int n_groups = p.in / 256, C = p.chunk_groups, slot = chunk_slot_vecs<T>(C);
-  const int n_chunks = (n_groups + C - 1) / C;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto issue = [&](int c) {
-    if (c < n_chunks) {
-      uint4* buf = stage + (c % 2) * kStagedRows * slot;
-      const int first = c * C * kGB / 16, count = (min((c + 1) * C, n_groups) * kGB + 15) / 16 - first;
+__device__ __forceinline__ float dot8(const float (&w)[8], const float (&x)[8]) {
+  float s = 0;
 #pragma unroll
-      for (int r = 0; r < kStagedRows; ++r) {
-        const auto* row = reinterpret_cast<const uint4*>(j.w + static_cast<size_t>(min(r0 + r, j.rows - 1)) * j.row_bytes);
-        for (int v = threadIdx.x; v < count; v += blockDim.x) cp_async16(buf + r * slot + v, row + first + v);
-      }
-    }
-    cp_async_commit();  // an empty group past the end keeps the wait counts uniform
+  for (int i = 0; i < 8; ++i) s += w[i] * x[i];
+  return s;
+}
+
+// A walk over the rows row, row + step, ... of the launch's staged rows, with the
+// job each is in.
+struct RowCursor {
+  int row, job;
+  __device__ RowCursor(const MatvecParams& p, int first) : row(first), job(0) { settle(p); }
+  __device__ void next(const MatvecParams& p, int step) {
+    row += step;
+    settle(p);
+  }
+  __device__ void settle(const MatvecParams& p) {
+    while (job + 1 < p.n_jobs && (!p.jobs[job].staged || row >= p.jobs[job].first_row + p.jobs[job].rows)) ++job;
+  }
+  __device__ const uint8_t* chunk(const MatvecParams& p, int c, int slot_bytes) const {
+    const MatvecJob& j = p.jobs[job];
+    return j.w + static_cast<size_t>(row - j.first_row) * j.row_bytes + c * slot_bytes;
+  }
+  __device__ void store(const MatvecParams& p, int t, float v) const {
+    const MatvecJob& j = p.jobs[job];
+    j.y[static_cast<int64_t>(t) * j.rows + row - j.first_row] = v;
+  }
+};
+
+// Shared memory of the staged blocks: each warp's mbarriers, then its slots.
+template <DType T>
+__device__ __forceinline__ WarpStream<kStages> warp_stream(uint4* smem, int warp) {
+  constexpr int kSlot = stage_bytes<T>();
+  return WarpStream<kStages>(reinterpret_cast<uint8_t*>(smem + kStageBarrierVecs) + warp * kStages * kSlot, kSlot,
+                             reinterpret_cast<uint64_t*>(smem) + warp * kStages);
+}
+
+// A barrier for the team-th group of `threads` threads (teams of 2 or more warps,
+// so at most kWarps / 2 of them): named barriers 1 .. 4, spelled out so that the
+// block holds only those.
+__device__ __forceinline__ void team_sync(int team, int threads) {
+  static_assert(kWarps / 2 == 4);
+  switch (team) {
+    case 0: asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); break;
+    case 1: asm volatile("bar.sync 2, %0;" ::"r"(threads) : "memory"); break;
+    case 2: asm volatile("bar.sync 3, %0;" ::"r"(threads) : "memory"); break;
+    default: asm volatile("bar.sync 4, %0;" ::"r"(threads) : "memory"); break;
+  }
+}
+
+// One token: each warp of a team holds its chunk's activations in registers and
+// takes its rows two at a time (two independent dot products per lane), with two
+// more rows in flight.
+template <DType T>
+__device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
+  constexpr int kSlot = stage_bytes<T>(), kGB = bytes_per_256<T>();
+  static_assert(kStages == 4, "two rows in use and two in flight");
+  __shared__ float part[2][2][kWarps];  // [row pair parity][row of the pair][warp]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n_groups = p.in / 256, team = p.team, member = warp % team, c = member;
+  const int first = ((blockIdx.x - p.direct_blocks) * kWarps + warp) / team;
+  const int rows = first < p.staged_rows ? (p.staged_rows - 1 - first) / p.teams + 1 : 0;
+  // A member past the row's last chunk computes nothing but meets its team.
+  const bool idle = c * kStageGroups >= n_groups;
+  const int groups = idle ? 0 : min(kStageGroups, n_groups - c * kStageGroups);
+  const int bytes = (groups * kGB + 15) / 16 * 16;
+  WarpStream<kStages> stream = warp_stream<T>(smem, warp);
+  RowCursor fetch(p, first), work = fetch;
+  const auto issue = [&](int i) {
+    if (idle || i >= rows) return stream.issue(i, nullptr, 0);
+    stream.issue(i, fetch.chunk(p, c, kSlot), bytes);
+    fetch.next(p, p.teams);
   };
   issue(0);
   issue(1);
   pdl_begin();
 
-  float acc[kRowsPerWarp][N] = {};
-  for (int c = 0; c < n_chunks; ++c) {
-    cp_async_wait<1>();
-    __syncthreads();
-    const uint8_t* buf = reinterpret_cast<const uint8_t*>(stage + (c % 2) * kStagedRows * slot);
-    const int g0 = c * C, g1 = min(g0 + C, n_groups), skew = g0 * kGB % 16;
-    for (int g = g0; g < g1; ++g) {
-      const uint8_t* group[kRowsPerWarp];
+  float xr[kStageGroups][8];
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) group[r] = buf + (warp * kRowsPerWarp + r) * slot * 16 + skew + (g - g0) * kGB;
-      group_dot<T, N>(group, p.x + g * 256 + lane * 8, p.in, p.n, acc);
+  for (int g = 0; g < kStageGroups; ++g)
+    if (g < groups) load_floats8(p.x + (c * kStageGroups + g) * 256 + lane * 8, xr[g]);
+  for (int r = 0; r < rows; r += 2) {
+    const bool two = r + 1 < rows;
+    issue(r + 2);
+    issue(r + 3);
+    float sum[2] = {0, 0};
+    // The lane's part of K rows' dot products, the rows in slots s.
+    const auto dots = [&]<int K>(const uint8_t* const (&s)[K]) {
+#pragma unroll
+      for (int g = 0; g < kStageGroups; ++g) {
+        if (g < groups) {
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            float w[8];
+            const float scale = lane_weights<T>(s[k] + g * kGB, lane, w);
+            sum[k] += dot8(w, xr[g]) * scale;
+          }
+        }
+      }
+    };
+    if (!idle) {
+      if (two) {
+        const uint8_t* const s[2] = {stream.wait(r), stream.wait(r + 1)};
+        dots(s);
+      } else {
+        const uint8_t* const s[1] = {stream.wait(r)};
+        dots(s);
+      }
+      stream.release();
     }
-    __syncthreads();  // this buffer is refilled next
-    issue(c + 2);
-  }
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const int row = r0 + warp * kRowsPerWarp + r;
+    for (int k = 0; k < 2; ++k) sum[k] = warp_sum(sum[k]);
+    if (team > 1) {  // the team adds its members' parts in order
+      const int par = r / 2 % 2;
+      if (lane == 0) part[par][0][warp] = sum[0], part[par][1][warp] = sum[1];
+      team_sync(warp / team, 32 * team);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        sum[k] = 0;
+        for (int m = 0; m < team; ++m) sum[k] += part[par][k][warp - member + m];
+      }
+    }
+    if (lane == 0 && member == 0) work.store(p, 0, sum[0]);
+    work.next(p, p.teams);
+    if (two) {
+      if (lane == 0 && member == 0) work.store(p, 0, sum[1]);
+      work.next(p, p.teams);
+    }
+  }
+}
+
+// Any number of tokens (up to kMaxDotTokens) and chunks: a warp walks every chunk
+// of its rows, reading the activations from memory.
+template <DType T, int N>
+__device__ __forceinline__ void staged_rows_mem(const MatvecParams& p, uint4* smem) {
+  constexpr int kSlot = stage_bytes<T>(), kGB = bytes_per_256<T>();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n_groups = p.in / 256, chunks = (n_groups + kStageGroups - 1) / kStageGroups;
+  const int first = (blockIdx.x - p.direct_blocks) * kWarps + warp;
+  const int items = first < p.staged_rows ? ((p.staged_rows - 1 - first) / p.teams + 1) * chunks : 0;
+  WarpStream<kStages> stream = warp_stream<T>(smem, warp);
+  RowCursor fetch(p, first), work = fetch;
+  const auto issue = [&](int i) {
+    if (i >= items) return stream.issue(i, nullptr, 0);
+    const int c = i % chunks, bytes = min(kSlot, (n_groups - c * kStageGroups) * kGB);
+    stream.issue(i, fetch.chunk(p, c, kSlot), (bytes + 15) / 16 * 16);
+    if (c == chunks - 1) fetch.next(p, p.teams);
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  pdl_begin();
+
+  float acc[N] = {};
+  for (int i = 0; i < items; ++i) {
+    issue(i + kStages - 1);
+    const uint8_t* slot = stream.wait(i);
+    const int c = i % chunks, g_end = min(kStageGroups, n_groups - c * kStageGroups);
+#pragma unroll
+    for (int g = 0; g < kStageGroups; ++g) {
+      if (g < g_end) {
+        float w[8];
+        const float scale = lane_weights<T>(slot + g * kGB, lane, w);
+        const float* x = p.x + (c * kStageGroups + g) * 256 + lane * 8;
+#pragma unroll
+        for (int t = 0; t < N; ++t) {
+          if (t < p.n) {
+            float xv[8];
+            load_floats8(x + t * p.in, xv);
+            acc[t] += dot8(w, xv) * scale;
+          }
+        }
+      }
+    }
+    stream.release();
+    if (c < chunks - 1) continue;
 #pragma unroll
     for (int t = 0; t < N; ++t) {
       if (t < p.n) {
-        const float s = warp_sum(acc[r][t]);
-        if (lane == 0 && row < j.rows) j.y[static_cast<int64_t>(t) * j.rows + row] = s;
+        const float v = warp_sum(acc[t]);
+        if (lane == 0) work.store(p, t, v);
       }
+      acc[t] = 0;
     }
+    work.next(p, p.teams);
   }
 }
 
@@ -185,29 +306,55 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
 
 // N: 1 (single-sequence decode) or kMaxDotTokens (any n up to it).
 template <DType T, int N>
-__global__ void __launch_bounds__(32 * kWarps, kBlocksPerSM) matvec_kernel(const __grid_constant__ MatvecParams p) {
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(const __grid_constant__ MatvecParams p) {
   extern __shared__ uint4 stage[];
-  int j = 0;
-  while (j + 1 < p.n_jobs && static_cast<int>(blockIdx.x) >= p.jobs[j + 1].first_block) ++j;
+  if constexpr (T != DType::F32) {
+    if (static_cast<int>(blockIdx.x) >= p.direct_blocks) {
+      if (N == 1 && p.team * kStageGroups * 256 >= p.in) return staged_rows_regs<T>(p, stage);
+      return staged_rows_mem<T, N>(p, stage);
+    }
+  }
+  int j = 0;  // the last direct job starting at or before this block
+  for (int i = 0; i < p.n_jobs; ++i)
+    if (!p.jobs[i].staged && static_cast<int>(blockIdx.x) >= p.jobs[i].first_block) j = i;
   const MatvecJob& job = p.jobs[j];
   const int r0 = (blockIdx.x - job.first_block) * job.rows_per_block;
   if constexpr (T != DType::F32) {
     if (job.f32) return direct_rows<DType::F32, N>(job, p, r0);
-    if (job.staged) return staged_rows<T, N>(job, p, r0, stage);
   }
   direct_rows<T, N>(job, p, r0);
 }
 
+// Staged blocks: as many as fit on the GPU beside the direct ones, at most one team per row.
 template <DType T, int N>
-void launch_matvec(MatvecParams& p, bool any_staged, cudaStream_t s) {
+void launch_matvec(MatvecParams& p, cudaStream_t s) {
   size_t smem = 0;
+  int staged_blocks = 0;
   if constexpr (T != DType::F32) {
-    if (any_staged) {
-      p.chunk_groups = std::min(p.in / 256, max_chunk_groups<T>());
-      smem = 2 * kStagedRows * chunk_slot_vecs<T>(p.chunk_groups) * 16;
+    if (p.staged_rows > 0) {
+      smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
+      static const int resident = [&] {
+        check_cuda(cudaFuncSetAttribute(matvec_kernel<T, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)),
+                   "cudaFuncSetAttribute");
+        int device = 0, sms = 0, per_sm = 0;
+        check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+        check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+        check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_kernel<T, N>, 32 * kWarps, smem),
+                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+        return std::max(1, sms * per_sm);
+      }();
+      // One token: a warp per chunk of a row (up to kWarps chunks).
+      const int chunks = ceil_div(p.in / 256, kStageGroups);
+      p.team = 1;
+      while (p.n == 1 && p.team < chunks && p.team < kWarps) p.team *= 2;
+      if (p.team < chunks) p.team = 1;
+      // Each direct block takes about one staged block's place on its SM.
+      staged_blocks = std::min(ceil_div(p.staged_rows, kWarps / p.team), std::max(resident - p.direct_blocks, resident / 2));
+      p.teams = staged_blocks * (kWarps / p.team);
     }
   }
-  launch_pdl_smem(matvec_kernel<T, N>, p.blocks, 32 * kWarps, smem, s, p);
+  launch_pdl_smem(matvec_kernel<T, N>, p.direct_blocks + staged_blocks, 32 * kWarps, smem, s, p);
 }
 
 struct EmbedParams {
@@ -251,10 +398,13 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
     p.x = x.as<const float>();
     p.in = static_cast<int>(x.ne[0]);
     p.n = static_cast<int>(x.rows());
-    int rows = 0;
+    int direct_rows = 0;
     for (size_t i = first, jobs = 0; i < w.size() && jobs < kMaxJobs; ++i)
-      if (!done[i] && (w[i].type == type || w[i].type == DType::F32)) rows += static_cast<int>(w[i].rows()), ++jobs;
-    bool any_staged = false;
+      if (!done[i] && (w[i].type == type || w[i].type == DType::F32)) {
+        const bool staged = w[i].type != DType::F32 && stageable(w[i].data, w[i].row_bytes(), p.in);
+        if (!staged) direct_rows += static_cast<int>(w[i].rows());
+        ++jobs;
+      }
     for (size_t i = first; i < w.size() && p.n_jobs < kMaxJobs; ++i) {
       if (done[i] || (w[i].type != type && w[i].type != DType::F32)) continue;
       done[i] = true;
@@ -263,18 +413,22 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
       j.row_bytes = w[i].row_bytes();
       j.y = y[i].as<float>();
       j.rows = static_cast<int>(w[i].rows());
-      j.first_block = p.blocks;
       j.f32 = w[i].type == DType::F32 && type != DType::F32;
       j.staged = w[i].type != DType::F32 && stageable(j.w, j.row_bytes, p.in);
-      j.split = !j.staged && rows <= kSplitMaxRows;
-      j.rows_per_block = j.split ? kRowsPerWarp : kStagedRows;
-      any_staged |= j.staged;
-      p.blocks += ceil_div(j.rows, j.rows_per_block);
+      if (j.staged) {
+        j.first_row = p.staged_rows;
+        p.staged_rows += j.rows;
+      } else {
+        j.split = direct_rows <= kSplitMaxRows;
+        j.rows_per_block = j.split ? kRowsPerWarp : kWarps * kRowsPerWarp;
+        j.first_block = p.direct_blocks;
+        p.direct_blocks += ceil_div(j.rows, j.rows_per_block);
+      }
     }
     dispatch_weight_type(type, [&](auto t) {
       constexpr DType T = decltype(t)::value;
-      if (p.n == 1) launch_matvec<T, 1>(p, any_staged, s);
-      else launch_matvec<T, kMaxDotTokens>(p, any_staged, s);
+      if (p.n == 1) launch_matvec<T, 1>(p, s);
+      else launch_matvec<T, kMaxDotTokens>(p, s);
     });
     ZINC_CUDA_LAUNCHED("matvec");
   }
