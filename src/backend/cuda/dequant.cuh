@@ -236,7 +236,8 @@ __device__ __forceinline__ void k_scale_min(const uint8_t* s, int i, float& sc, 
 }
 // A 32-element sub-block of a Q4_K / Q5_K block with its scale and minimum decoded
 // (dl, ml): kernels that walk a row by runs of 32 decode them once per run (run8),
-// not once per 8 elements (load8).
+// not once per 8 elements (load8). run_codes8 gives the codes alone, so a dot
+// product can apply dl and ml once per run.
 struct KRun {
   const uint8_t* block;
   int sub;
@@ -253,23 +254,33 @@ __device__ __forceinline__ KRun k_run(const uint8_t* row, int e0, int block_byte
 template <> struct Dequant<DType::Q4_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 144;
   __device__ static KRun run(const uint8_t* row, int e0) { return k_run(row, e0, kBlockBytes); }
-  // Elements l .. l + 7 of the run (l a multiple of 8).
-  __device__ static void run8(const KRun& r, int l, float* v) {
+  // Codes of elements l .. l + 7 of the run (l a multiple of 8).
+  __device__ static void run_codes8(const KRun& r, int l, float* v) {
     const uint2 q = nibble_codes(load_bytes8<8>(r.block + 16 + 32 * (r.sub / 2) + l), r.sub & 1);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = r.dl * code_as_float(q, i, 0.0f) - r.ml;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 0.0f);
+  }
+  __device__ static void run8(const KRun& r, int l, float* v) {
+    run_codes8(r, l, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = r.dl * v[i] - r.ml;
   }
   __device__ static void load8(const uint8_t* row, int e0, float* v) { run8(run(row, e0), e0 % 32, v); }
 };
 template <> struct Dequant<DType::Q5_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 176;
   __device__ static KRun run(const uint8_t* row, int e0) { return k_run(row, e0, kBlockBytes); }
-  __device__ static void run8(const KRun& r, int l, float* v) {
+  __device__ static void run_codes8(const KRun& r, int l, float* v) {
     const uint2 h = byte_bits(load_bytes8<8>(r.block + 16 + l), r.sub, 0x01010101u, 4);
     uint2 q = nibble_codes(load_bytes8<8>(r.block + 48 + 32 * (r.sub / 2) + l), r.sub & 1);
     q.x |= h.x, q.y |= h.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = r.dl * code_as_float(q, i, 0.0f) - r.ml;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 0.0f);
+  }
+  __device__ static void run8(const KRun& r, int l, float* v) {
+    run_codes8(r, l, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = r.dl * v[i] - r.ml;
   }
   __device__ static void load8(const uint8_t* row, int e0, float* v) { run8(run(row, e0), e0 % 32, v); }
 };

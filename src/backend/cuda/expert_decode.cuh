@@ -10,8 +10,10 @@
 //
 // Dot products go by runs of 32 consecutive elements (lane-owned), so a block
 // format's scales (one per 16, 32 or 256 elements) are decoded once per run or
-// less. Activations sit in shared memory as float4 chunks with the 8 chunks of a run
-// XOR-swizzled, so the lanes reading 8 consecutive runs hit 8 different banks.
+// less, and a run's minimum (Q4_K, Q5_K) is applied once per run through the run's
+// Σx: Σ (dl·c − ml)·x = dl·Σ c·x − ml·Σ x. Activations sit in shared memory as
+// float4 chunks with the 8 chunks of a run XOR-swizzled, so the lanes reading 8
+// consecutive runs hit 8 different banks.
 #pragma once
 
 #include "backend/cuda/dequant.cuh"
@@ -39,38 +41,77 @@ __device__ __forceinline__ const uint8_t* stage_span(uint8_t* dst, const uint8_t
 // Chunk c (4 floats) of a swizzled activation row: runs keep their 8 chunks, rotated.
 __device__ __forceinline__ int swizzled_chunk(int c) { return c ^ ((c >> 3) & 7); }
 
-// acc[t] += the run q (elements 32q .. 32q + 31) of `row` · x_t, x_t at xs + t · x_chunks.
+// Formats whose runs carry a scale and a minimum (Q4_K, Q5_K): their dot products
+// need the sum of each run of the activations (stage_run_sums).
+template <DType T>
+inline constexpr bool kHasRunScales = requires(const uint8_t* r) { Dequant<T>::run(r, 0); };
+
+// kHasRunScales<t> for a runtime type, for sizing shared memory on the host.
+inline bool has_run_scales(DType t) {
+  bool has = false;
+  dispatch_weight_type(t, [&](auto type) { has = kHasRunScales<decltype(type)::value>; });
+  return has;
+}
+
+// xsum[t · runs + q] = the sum of run q of activation row t (rows swizzled, 8 · runs
+// chunks each), added in a fixed order. Needs the rows written and a barrier.
+__device__ __forceinline__ void stage_run_sums(const float4* xs, int rows, int runs, float* xsum) {
+  for (int i = threadIdx.x; i < rows * runs; i += blockDim.x) {
+    const float4* x = xs + 8 * i;
+    const int rot = (i % runs) & 7;  // as in run_dot: neighbouring runs read different banks
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float4 a = x[j ^ rot];
+      s += (a.x + a.y) + (a.z + a.w);
+    }
+    xsum[i] = s;
+  }
+}
+
+// acc[t] += the run q (elements 32q .. 32q + 31) of `row` · x_t, x_t at xs + t · x_chunks
+// and its run sums at xsum + t · x_chunks / 8 (read only for kHasRunScales<T>).
 template <DType T, int kMaxX>
-__device__ __forceinline__ void run_dot(const uint8_t* row, int q, const float4* xs, int x_chunks, int nx,
-                                        float (&acc)[kMaxX]) {
+__device__ __forceinline__ void run_dot(const uint8_t* row, int q, const float4* xs, const float* xsum, int x_chunks,
+                                        int nx, float (&acc)[kMaxX]) {
   const int rot = q & 7;
-  // Formats with per-run scales (Q4_K, Q5_K) decode them once here.
-  constexpr bool kRunScales = requires(const uint8_t* r) { Dequant<T>::run(r, 0); };
-  [[maybe_unused]] const auto scales = [&] {
-    if constexpr (kRunScales) return Dequant<T>::run(row, 32 * q);
-    else return 0;
-  }();
+  const auto dot8 = [&](const float* v, int t, int j) {
+    const float4* x = xs + t * x_chunks + 8 * q;
+    const float4 a = x[(2 * j) ^ rot], b = x[(2 * j + 1) ^ rot];
+    return v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+  };
+  if constexpr (kHasRunScales<T>) {
+    // Scale and minimum decoded once per run, applied once per run.
+    const KRun r = Dequant<T>::run(row, 32 * q);
+    float s[kMaxX] = {};
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float v[8];
-    if constexpr (kRunScales) Dequant<T>::run8(scales, 8 * j, v);
-    else Dequant<T>::load8(row, 32 * q + 8 * j, v);
+    for (int j = 0; j < 4; ++j) {
+      float v[8];
+      Dequant<T>::run_codes8(r, 8 * j, v);
 #pragma unroll
-    for (int t = 0; t < kMaxX; ++t) {
-      if (t < nx) {
-        const float4* x = xs + t * x_chunks + 8 * q;
-        const float4 a = x[(2 * j) ^ rot], b = x[(2 * j + 1) ^ rot];
-        acc[t] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z +
-                  v[7] * b.w;
-      }
+      for (int t = 0; t < kMaxX; ++t)
+        if (t < nx) s[t] += dot8(v, t, j);
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxX; ++t)
+      if (t < nx) acc[t] += r.dl * s[t] - r.ml * xsum[t * (x_chunks / 8) + q];
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float v[8];
+      Dequant<T>::load8(row, 32 * q + 8 * j, v);
+#pragma unroll
+      for (int t = 0; t < kMaxX; ++t)
+        if (t < nx) acc[t] += dot8(v, t, j);
     }
   }
 }
 
 // Dot products of the block's rows [begin, end) (each `in` elements) with up to
-// kMaxX activation rows, out[i · kMaxX + t]. row_at(i, row, xs) gives row i in shared
-// memory and its activations. A row of fewer than 32 runs takes only that many
-// lanes (when it divides 32), so a warp does several short rows per pass.
+// kMaxX activation rows, out[i · kMaxX + t]. row_at(i, row, xs, xsum) gives row i in
+// shared memory, its activations and their run sums (stage_run_sums). A row of fewer
+// than 32 runs takes only that many lanes (when it divides 32), so a warp does
+// several short rows per pass.
 template <DType T, int kMaxX, class RowAt>
 __device__ __forceinline__ void rows_dot_staged(int begin, int end, int in, int nx, int x_chunks, const RowAt& row_at,
                                                 float* out) {
@@ -83,8 +124,9 @@ __device__ __forceinline__ void rows_dot_staged(int begin, int end, int in, int 
     if (i < end) {
       const uint8_t* row;
       const float4* xs;
-      row_at(i, row, xs);
-      for (int q = sub; q < runs; q += lanes_per_row) run_dot<T, kMaxX>(row, q, xs, x_chunks, nx, acc);
+      const float* xsum;
+      row_at(i, row, xs, xsum);
+      for (int q = sub; q < runs; q += lanes_per_row) run_dot<T, kMaxX>(row, q, xs, xsum, x_chunks, nx, acc);
     }
 #pragma unroll
     for (int t = 0; t < kMaxX; ++t)

@@ -132,9 +132,14 @@ __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __gri
   const auto* x = reinterpret_cast<const float4*>(p.x + static_cast<int64_t>(t) * p.d);
   for (int c = threadIdx.x; c < p.d / 4; c += blockDim.x) xs[swizzled_chunk(c)] = x[c];
   float* sums = reinterpret_cast<float*>(xs + p.d / 4);  // [gate rows, up rows]
-  const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr) {
+  float* xsum = sums + 2 * p.rows;                       // [d / 32] with run scales
+  if constexpr (kHasRunScales<T>) {
+    __syncthreads();
+    stage_run_sums(xs, 1, p.d / 32, xsum);
+  }
+  const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
     row = (i < nr ? gate : up) + (i < nr ? i : i - nr) * p.row_bytes;
-    xr = xs;
+    xr = xs, xsr = xsum;
   };
   for (int h = 0; h < 2; ++h) {  // the gate rows while the up rows still arrive
     h == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
@@ -154,7 +159,8 @@ struct DownParams {
   int d, ff, E, k, rows;  // rows: output rows per block
 };
 
-// grid (d / rows, n). Shared memory: k spans of rows, the k act rows, the k · rows sums.
+// grid (d / rows, n). Shared memory: k spans of rows, the k act rows, the k · rows
+// sums, with run scales the k act rows' run sums.
 template <DType T>
 __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_constant__ DownParams p) {
   extern __shared__ uint4 smem[];
@@ -192,10 +198,15 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
     xs[j * act_chunks + swizzled_chunk(cc)] = __ldcg(act + c);
   }
   float* sums = reinterpret_cast<float*>(xs + p.k * act_chunks);  // [expert][row]
-  const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr) {
+  float* xsum = sums + p.k * p.rows;                              // [expert][ff / 32]
+  if constexpr (kHasRunScales<T>) {
+    __syncthreads();
+    stage_run_sums(xs, p.k, p.ff / 32, xsum);
+  }
+  const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
     const int j = i / nr;
     row = sm + j * p.span_slot + mis[j] + (i - j * nr) * p.row_bytes;
-    xr = xs + j * act_chunks;
+    xr = xs + j * act_chunks, xsr = xsum + j * (p.ff / 32);
   };
   for (int h = 0; h < 2; ++h) {  // the first experts while the others still arrive
     h == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
@@ -232,7 +243,8 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
   // about two blocks of each per SM of an H100 on a 35B-A3B layer.
   GateUpParams g{static_cast<const uint8_t*>(gate.data), static_cast<const uint8_t*>(up.data), gate.row_bytes(), 0,
                  x.as<const float>(), route, act, d, ff, E, k, std::min(16, ff)};
-  auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows) * sizeof(float); };
+  const int gate_up_runs = has_run_scales(gate.type) ? d / 32 : 0;
+  auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows + gate_up_runs) * sizeof(float); };
   for (;; g.rows /= 2) {
     g.span_slot = span_slot_bytes(g.rows * g.row_bytes);
     if (gate_up_smem() <= kSmemBudget) break;
@@ -240,7 +252,8 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
   }
   DownParams dp{static_cast<const uint8_t*>(down.data), down.row_bytes(), 0, route, act, y.as<float>(),
                 d, ff, E, k, std::min(8, d)};
-  auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows) * sizeof(float); };
+  const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
+  auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows + down_runs) * sizeof(float); };
   for (;; dp.rows /= 2) {
     dp.span_slot = span_slot_bytes(dp.rows * dp.row_bytes);
     if (down_smem() <= kSmemBudget) break;

@@ -22,7 +22,8 @@ struct SharedParams {
   bool inputs_settled;
 };
 
-// grid (d / rows). Shared memory: the rows' span, silu(g)·u of every token, the sums.
+// grid (d / rows). Shared memory: the rows' span, silu(g)·u of every token, the sums,
+// with run scales the run sums of silu(g)·u.
 template <DType T>
 __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const __grid_constant__ SharedParams p) {
   extern __shared__ uint4 smem[];
@@ -41,11 +42,19 @@ __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const
         make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w);
   }
   float* sums = reinterpret_cast<float*>(xs + p.n * chunks);  // [row][kSharedMaxTokens]
+  float* xsum = sums + p.rows * kSharedMaxTokens;             // [token][ff / 32]
+  if constexpr (kHasRunScales<T>) {
+    __syncthreads();
+    stage_run_sums(xs, p.n, p.ff / 32, xsum);
+  }
   cp_async_wait<0>();
   __syncthreads();
   rows_dot_staged<T, kSharedMaxTokens>(
       0, nr, p.ff, p.n, chunks,
-      [&](int i, const uint8_t*& row, const float4*& xr) { row = rows + i * p.row_bytes, xr = xs; }, sums);
+      [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
+        row = rows + i * p.row_bytes, xr = xs, xsr = xsum;
+      },
+      sums);
   __syncthreads();
   if (p.inputs_settled) pdl_begin();
   for (int i = threadIdx.x; i < nr * p.n; i += blockDim.x) {
@@ -74,8 +83,9 @@ void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, con
                  inputs_settled};
   if (p.ff % 32 != 0) throw std::invalid_argument("cuda shared_expert_add: rows not a multiple of 32 elements");
   // 16 rows per block: 128 blocks on a 2048-wide model, one per SM.
+  const int runs = has_run_scales(down.type) ? p.n * p.ff / 32 : 0;
   auto smem = [&] {
-    return span_slot_bytes(p.rows * p.row_bytes) + (p.n * p.ff + p.rows * kSharedMaxTokens) * sizeof(float);
+    return span_slot_bytes(p.rows * p.row_bytes) + (p.n * p.ff + p.rows * kSharedMaxTokens + runs) * sizeof(float);
   };
   for (; smem() > kSmemBudget; p.rows /= 2)
     if (p.rows == 1) throw std::invalid_argument("cuda shared_expert_add: rows too long for shared memory");
