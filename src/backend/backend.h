@@ -43,6 +43,15 @@ class Backend {
   virtual void scratch_reset() = 0;
   virtual void write(const Tensor& dst, const void* host, size_t bytes, size_t offset = 0) = 0;
   virtual void read(const Tensor& src, void* host, size_t bytes, size_t offset = 0) = 0;
+  // A read that does not wait: the copy starts behind the work submitted so far and
+  // the bytes are in `host` once wait_read(ticket) returns, so the host can submit
+  // the next step before it knows this one's result. Backends that compute on the
+  // host copy at once.
+  virtual uint64_t read_async(const Tensor& src, void* host, size_t bytes) {
+    read(src, host, bytes);
+    return 0;
+  }
+  virtual void wait_read(uint64_t /*ticket*/) {}
   virtual void zero(const Tensor& t) = 0;
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;  // same byte size
   virtual void sync() = 0;

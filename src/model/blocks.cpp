@@ -27,6 +27,8 @@ Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
     const int64_t n = static_cast<int64_t>(c.tokens.size());
     if (!c.seq || n == 0 || c.n_out < 0 || c.n_out > n)
       throw std::invalid_argument("forward: bad token count or n_out");
+    if (c.device_ids && (c.device_ids->type != DType::I32 || c.device_ids->n_elements() != n))
+      throw std::invalid_argument("forward: device_ids must be I32 with one id per token");
     if (c.seq->n_past + n > c.seq->n_ctx)
       throw std::length_error("forward: " + std::to_string(c.seq->n_past + n) + " tokens exceed the context of " +
                               std::to_string(c.seq->n_ctx));
@@ -48,6 +50,10 @@ Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
   batch.pos = be.scratch(DType::I32, {batch.n_tokens});
   be.write(batch.ids, ids.data(), ids.size() * sizeof(int32_t));
   be.write(batch.pos, positions.data(), positions.size() * sizeof(int32_t));
+  for (const BatchSequence& s : batch.seqs) {
+    const SequenceChunk& c = chunks[&s - batch.seqs.data()];
+    if (c.device_ids) be.copy(*c.device_ids, slice_tokens(batch.ids, s, 0));
+  }
   return batch;
 }
 

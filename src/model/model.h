@@ -24,6 +24,10 @@ struct SequenceChunk {
   SequenceState* seq = nullptr;
   std::span<const int32_t> tokens;
   int64_t n_out = 1;
+  // When set (I32 {tokens.size()} in backend memory, e.g. the token the last step
+  // sampled on the device), the chunk's ids are read from here and `tokens` only
+  // gives their count: the host need not know them before it submits the step.
+  const Tensor* device_ids = nullptr;
 };
 
 // Called with intermediate tensors when set (for diffing against an oracle); layer

@@ -127,6 +127,26 @@ TEST_F(Qwen35MoeCpu, PrefillThenDecodeEqualsLongerPrefill) {
   EXPECT_GT(std::abs(next[0] - next[1]) + std::abs(next[2] - next[3]), 1e-4);
 }
 
+TEST_F(Qwen35MoeCpu, DeviceIdsEqualHostIds) {
+  // A chunk whose ids live in backend memory (a token sampled on the device) gives
+  // the logits of the same ids passed from the host; its `tokens` only count them.
+  const int64_t n = 5;
+  SequenceState a = model_->new_sequence(16), b = model_->new_sequence(16);
+  const std::vector<float> want = run(a, std::span(tokens_).first(n), n);
+  Tensor ids = backend_->alloc_persistent(DType::I32, {n});
+  backend_->write(ids, tokens_.data(), n * sizeof(int32_t));
+  const std::vector<int32_t> placeholders(n, 0);
+  const SequenceChunk chunk{&b, placeholders, n, &ids};
+  Tensor l = model_->forward_batch(std::span(&chunk, 1));
+  std::vector<float> got(want.size());
+  backend_->read(l, got.data(), got.size() * sizeof(float));
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(b.n_past, n);
+  // An id tensor of the wrong size is refused.
+  const SequenceChunk bad{&b, std::span(placeholders).first(2), 1, &ids};
+  EXPECT_THROW(model_->forward_batch(std::span(&bad, 1)), std::invalid_argument);
+}
+
 TEST_F(Qwen35MoeCpu, ResetForgetsTheSequence) {
   SequenceState a = model_->new_sequence(64);
   std::vector<float> first = run(a, std::span(tokens_).first(10), 1);

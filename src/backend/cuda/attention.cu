@@ -23,6 +23,8 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kMaxGroup = 8;     // query heads per block
 constexpr int kTile = 4;         // keys in flight per lane group and step
 constexpr int kMaxSplits = 256;  // chunks of one cache (the merge keeps their weights in shared memory)
+constexpr int kMergeWarps = kMaxSplits / 32;  // a merge thread per split for the maxima
+constexpr int kMergeDims = 64;                // dims per merge block: 2 per lane
 
 struct AttentionParams {
   const float* q;      // {D, Hq, n}
@@ -177,36 +179,48 @@ __global__ void __launch_bounds__(32 * kWarps) attention_split_kernel(const __gr
   }
 }
 
-// One block per (query head, token): merges the partials of the splits that hold
-// keys, then applies the output gate.
-__global__ void attention_merge_kernel(const __grid_constant__ AttentionParams p) {
+// Block (query head, token, slice of kMergeDims dims): merges the partials of the
+// splits that hold keys, then applies the output gate. Each warp sums every
+// kMergeWarps-th split (a lane holds 2 dims), and the warps' sums are added in a
+// fixed order, so a deep cache's hundreds of splits are read by many warps at once.
+__global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const __grid_constant__ AttentionParams p) {
   pdl_begin();
   __shared__ float weight[kMaxSplits];
-  __shared__ float inv_sum;
-  const int h = blockIdx.x, t = blockIdx.y;
+  __shared__ float red[32];
+  __shared__ float2 acc_sh[kMergeWarps][kMergeDims / 2];
+  const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int len = min(p.pos[t] + 1, p.n_ctx);
   const int used = min((len + p.chunk - 1) / p.chunk, p.splits);  // splits with s0 < len
-  const float* part = p.partials + (static_cast<int64_t>(t) * p.Hq + h) * p.splits * (p.D + 2);
-  if (threadIdx.x < 32) {
-    float mx = -FLT_MAX;
-    for (int sp = threadIdx.x; sp < used; sp += 32) mx = fmaxf(mx, part[sp * (p.D + 2)]);
-    mx = warp_max(mx);
-    float sum = 0;
-    for (int sp = threadIdx.x; sp < used; sp += 32) {
-      const float w = __expf(part[sp * (p.D + 2)] - mx);
-      weight[sp] = w;
-      sum += part[sp * (p.D + 2) + 1] * w;
+  const int64_t stride = p.D + 2;
+  const float* part = p.partials + (static_cast<int64_t>(t) * p.Hq + h) * p.splits * stride;
+  // The splits' maxima (one per thread: kMaxSplits <= blockDim), then their weights.
+  const int sp = threadIdx.x;
+  const float m_sp = sp < used ? part[sp * stride] : -FLT_MAX;
+  const float mx = block_max(m_sp, red);
+  const float w = sp < used ? __expf(m_sp - mx) : 0.0f;
+  if (sp < kMaxSplits) weight[sp] = w;
+  const float sum = block_sum(sp < used ? part[sp * stride + 1] * w : 0.0f, red);  // syncs: weight[] is written
+  const int d = blockIdx.z * kMergeDims + 2 * lane;
+  float2 acc = make_float2(0, 0);
+  if (d < p.D) {
+    const float* col = part + 2 + d;
+#pragma unroll 4
+    for (int s = warp; s < used; s += kMergeWarps) {
+      const float2 v = *reinterpret_cast<const float2*>(col + s * stride);
+      acc.x += v.x * weight[s], acc.y += v.y * weight[s];
     }
-    sum = warp_sum(sum);
-    if (threadIdx.x == 0) inv_sum = 1.0f / sum;
   }
+  acc_sh[warp][lane] = acc;
   __syncthreads();
-  const int64_t at = (static_cast<int64_t>(t) * p.Hq + h) * p.D;
-  for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
-    float a = 0;
-    for (int sp = 0; sp < used; ++sp) a += part[sp * (p.D + 2) + 2 + d] * weight[sp];
-    a *= inv_sum;
-    p.y[at + d] = p.gate ? a * sigmoid(p.gate[at + d]) : a;
+  if (warp == 0 && d < p.D) {
+    float2 a = acc_sh[0][lane];
+    for (int w2 = 1; w2 < kMergeWarps; ++w2) a.x += acc_sh[w2][lane].x, a.y += acc_sh[w2][lane].y;
+    const float inv = 1.0f / sum;
+    const int64_t at = (static_cast<int64_t>(t) * p.Hq + h) * p.D + d;
+    for (int e = 0; e < 2; ++e) {
+      const float v = (e == 0 ? a.x : a.y) * inv;
+      p.y[at + e] = p.gate ? v * sigmoid(p.gate[at + e]) : v;
+    }
   }
 }
 
@@ -263,7 +277,7 @@ void attention(const AttentionShape& s, const float* q, const uint16_t* k_cache,
   const dim3 grid(p.splits, p.Hkv * p.head_blocks, p.n);
   launch_pdl(attention_split_kernel, grid, 32 * kWarps, st, p);
   ZINC_CUDA_LAUNCHED("attention_split");
-  launch_pdl(attention_merge_kernel, dim3(p.Hq, p.n), 128, st, p);
+  launch_pdl(attention_merge_kernel, dim3(p.Hq, p.n, ceil_div(p.D, kMergeDims)), 32 * kMergeWarps, st, p);
   ZINC_CUDA_LAUNCHED("attention_merge");
 }
 

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <functional>
@@ -164,6 +165,11 @@ class CudaBackend final : public Backend {
       ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
       ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
     }
+    for (auto* ring : {&small_writes_, &small_reads_})
+      for (auto& s : *ring) {
+        ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kSmallBytes, cudaHostAllocDefault));
+        ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+      }
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -172,6 +178,11 @@ class CudaBackend final : public Backend {
       cudaFreeHost(s.host);
       cudaEventDestroy(s.done);
     }
+    for (auto* ring : {&small_writes_, &small_reads_})
+      for (auto& s : *ring) {
+        cudaFreeHost(s.host);
+        cudaEventDestroy(s.done);
+      }
     for (void* p : allocations_) cudaFree(p);
     cudaStreamDestroy(stream_);
   }
@@ -226,8 +237,42 @@ class CudaBackend final : public Backend {
   void write(const Tensor& dst, const void* host, size_t bytes, size_t offset) override {
     check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
     if (!pending_.empty()) abandon_deferral();  // deferred ops must run before this copy
-    ZINC_CUDA_CHECK(
-        cudaMemcpyAsync(static_cast<char*>(dst.data) + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
+    char* to = static_cast<char*>(dst.data) + offset;
+    if (bytes <= kSmallBytes) {
+      // Through a pinned slot: a copy from pageable memory may wait for the stream,
+      // and a step's token ids and positions must not wait for the step before.
+      SmallCopy& s = small_writes_[next_write_++ % small_writes_.size()];
+      ZINC_CUDA_CHECK(cudaEventSynchronize(s.done));  // the slot's last copy has left
+      std::memcpy(s.host, host, bytes);
+      ZINC_CUDA_CHECK(cudaMemcpyAsync(to, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+      ZINC_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+      return;
+    }
+    ZINC_CUDA_CHECK(cudaMemcpyAsync(to, host, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  uint64_t read_async(const Tensor& src, void* host, size_t bytes) override {
+    check(bytes <= src.nbytes(), "read_async", "out of bounds");
+    if (bytes > kSmallBytes) {
+      read(src, host, bytes, 0);
+      return 0;
+    }
+    finish_segment();
+    SmallCopy& s = small_reads_[next_read_ % small_reads_.size()];
+    if (s.ticket != 0) wait_read(s.ticket);  // the slot comes round again: deliver its bytes first
+    ZINC_CUDA_CHECK(cudaMemcpyAsync(s.host, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
+    ZINC_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+    s.dst = host;
+    s.bytes = bytes;
+    s.ticket = ++next_read_;
+    return s.ticket;
+  }
+  void wait_read(uint64_t ticket) override {
+    if (ticket == 0) return;
+    SmallCopy& s = small_reads_[(ticket - 1) % small_reads_.size()];
+    if (s.ticket != ticket) return;  // delivered already
+    ZINC_CUDA_CHECK(cudaEventSynchronize(s.done));
+    std::memcpy(s.dst, s.host, s.bytes);
+    s.ticket = 0;
   }
   void read(const Tensor& src, void* host, size_t bytes, size_t offset) override {
     check(offset + bytes <= src.nbytes(), "read", "out of bounds");
@@ -740,6 +785,19 @@ class CudaBackend final : public Backend {
     void* host = nullptr;
     cudaEvent_t done = nullptr;
   };
+
+  // Small copies between host and device through pinned slots, so that they
+  // neither wait for the stream nor make it wait (write, read_async).
+  static constexpr size_t kSmallBytes = 4096;
+  struct SmallCopy {
+    void* host = nullptr;
+    cudaEvent_t done = nullptr;
+    void* dst = nullptr;  // reads: where wait_read delivers
+    size_t bytes = 0;
+    uint64_t ticket = 0;  // reads: undelivered ticket, or 0
+  };
+  std::array<SmallCopy, 8> small_writes_, small_reads_;
+  uint64_t next_write_ = 0, next_read_ = 0;
 
   const bool graphs_enabled_;
   const std::unique_ptr<cuda::OpProfiler> profiler_;  // with CudaOptions::profile

@@ -88,6 +88,16 @@ __device__ __forceinline__ float block_sum(float v, float* shared) {
   return warp_sum(t);
 }
 
+// Maximum over a block, as block_sum.
+__device__ __forceinline__ float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  return warp_max(lane < warps ? shared[lane] : -3.402823466e38f);
+}
+
 __device__ __forceinline__ float half_to_float(uint16_t h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

@@ -16,7 +16,10 @@
 // consecutive runs hit 8 different banks.
 #pragma once
 
+#include <initializer_list>
+
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/warp_stream.cuh"
 
 namespace zinc::cuda {
 
@@ -36,6 +39,38 @@ __device__ __forceinline__ const uint8_t* stage_span(uint8_t* dst, const uint8_t
   const int chunks = static_cast<int>((mis + bytes + 15) / 16);
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) cp_async16(dst + 16 * c, first + 16 * c);
   return dst + mis;
+}
+
+// On Hopper a span whose both ends are 16-byte aligned can instead be one bulk copy
+// (the copy engine), issued by one thread and counted on an mbarrier: a block's
+// tens of kilobytes then cost a few instructions instead of one per 16 bytes.
+#if __CUDA_ARCH__ >= 900
+inline constexpr bool kBulkSpans = true;
+#else
+inline constexpr bool kBulkSpans = false;
+#endif
+
+// Whether every span of rows of these weights is bulk-copyable: the device is a
+// Hopper (or later) and the weights and their rows are 16-byte aligned.
+inline bool spans_bulk_copyable(std::initializer_list<const void*> weights, size_t row_bytes) {
+  static const bool hopper = [] {
+    int device = 0, major = 0;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+  }();
+  bool aligned = row_bytes % 16 == 0;
+  for (const void* w : weights) aligned = aligned && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  return hopper && aligned;
+}
+
+// Waits for a group of spans: its mbarrier (bulk), or the cp.async groups but the
+// newest (first of two) or all of them.
+__device__ __forceinline__ void wait_spans(bool bulk, uint64_t* bar, bool first_of_two) {
+#if __CUDA_ARCH__ >= 900
+  if (bulk) return mbarrier_wait(bar, 0);
+#endif
+  (void)bulk, (void)bar;
+  first_of_two ? cp_async_wait<1>() : cp_async_wait<0>();
 }
 
 // Chunk c (4 floats) of a swizzled activation row: runs keep their 8 chunks, rotated.

@@ -99,21 +99,39 @@ struct GateUpParams {
   Routing route;
   float* act;  // {ff, k, n}
   int d, ff, E, k, rows;  // rows: ff rows per block
+  bool bulk;              // spans_bulk_copyable(): one bulk copy per span
 };
 
 // grid (ff / rows, k, n).
 template <DType T>
 __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
   extern __shared__ uint4 smem[];
+  __shared__ uint64_t bars[2];  // bulk copies: the gate rows, the up rows
   pdl_begin();
   const int t = blockIdx.z, slot = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.ff - r0);
   const int pair = t * p.k + slot;
+  const bool bulk = kBulkSpans && p.bulk;
   __shared__ int32_t ids[kMaxRouted];
-  if (p.route.logits) {
-    if (threadIdx.x < 32)
-      route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
-  } else if (threadIdx.x == 0) {
-    ids[slot] = p.route.ids[pair];
+  auto* sm = reinterpret_cast<uint8_t*>(smem);
+  const size_t bytes = nr * p.row_bytes;
+  const auto first_byte = [&](int e) { return (static_cast<size_t>(e) * p.ff + r0) * p.row_bytes; };
+  auto* xs = reinterpret_cast<float4*>(sm + 2 * p.span_slot);
+  if (threadIdx.x < 32) {  // warp 0 finds the expert and (bulk) starts its copies
+    if (p.route.logits) route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
+    else if (threadIdx.x == 0) ids[slot] = p.route.ids[pair];
+#if __CUDA_ARCH__ >= 900
+    const int e = ids[slot];  // thread 0 wrote it
+    if (bulk && threadIdx.x == 0 && e >= 0 && e < p.E) {
+      for (int h = 0; h < 2; ++h) {
+        mbarrier_init(&bars[h]);
+        mbarrier_expect(&bars[h], static_cast<uint32_t>(bytes));
+        bulk_copy(sm + h * p.span_slot, (h == 0 ? p.gate : p.up) + first_byte(e), static_cast<uint32_t>(bytes), &bars[h]);
+      }
+    }
+#endif
+  } else {  // the others stage x meanwhile
+    const auto* x = reinterpret_cast<const float4*>(p.x + static_cast<int64_t>(t) * p.d);
+    for (int c = threadIdx.x - 32; c < p.d / 4; c += blockDim.x - 32) xs[swizzled_chunk(c)] = x[c];
   }
   __syncthreads();
   const int e = ids[slot];
@@ -122,27 +140,22 @@ __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __gri
     for (int r = threadIdx.x; r < nr; r += blockDim.x) act[r] = __int_as_float(0x7fc00000);
     return;
   }
-  auto* sm = reinterpret_cast<uint8_t*>(smem);
-  const size_t first = (static_cast<size_t>(e) * p.ff + r0) * p.row_bytes, bytes = nr * p.row_bytes;
-  const uint8_t* gate = stage_span(sm, p.gate + first, bytes);
-  cp_async_commit();
-  const uint8_t* up = stage_span(sm + p.span_slot, p.up + first, bytes);
-  cp_async_commit();
-  auto* xs = reinterpret_cast<float4*>(sm + 2 * p.span_slot);
-  const auto* x = reinterpret_cast<const float4*>(p.x + static_cast<int64_t>(t) * p.d);
-  for (int c = threadIdx.x; c < p.d / 4; c += blockDim.x) xs[swizzled_chunk(c)] = x[c];
+  const uint8_t *gate = sm, *up = sm + p.span_slot;
+  if (!bulk) {
+    gate = stage_span(sm, p.gate + first_byte(e), bytes);
+    cp_async_commit();
+    up = stage_span(sm + p.span_slot, p.up + first_byte(e), bytes);
+    cp_async_commit();
+  }
   float* sums = reinterpret_cast<float*>(xs + p.d / 4);  // [gate rows, up rows]
   float* xsum = sums + 2 * p.rows;                       // [d / 32] with run scales
-  if constexpr (kHasRunScales<T>) {
-    __syncthreads();
-    stage_run_sums(xs, 1, p.d / 32, xsum);
-  }
+  if constexpr (kHasRunScales<T>) stage_run_sums(xs, 1, p.d / 32, xsum);
   const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
     row = (i < nr ? gate : up) + (i < nr ? i : i - nr) * p.row_bytes;
     xr = xs, xsr = xsum;
   };
   for (int h = 0; h < 2; ++h) {  // the gate rows while the up rows still arrive
-    h == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
+    wait_spans(bulk, &bars[h], h == 0);
     __syncthreads();
     rows_dot_staged<T, 1>(h * nr, (h + 1) * nr, p.d, 1, 0, row_at, sums);
   }
@@ -157,6 +170,7 @@ struct DownParams {
   const float* act;  // {ff, k, n}
   float* y;          // {d, n}
   int d, ff, E, k, rows;  // rows: output rows per block
+  bool bulk;
 };
 
 // grid (d / rows, n). Shared memory: k spans of rows, the k act rows, the k · rows
@@ -167,6 +181,7 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
   __shared__ int32_t ids[kMaxRouted];
   __shared__ float weights[kMaxRouted];
   __shared__ int mis[kMaxRouted];  // where each expert's span starts in its slot
+  __shared__ uint64_t bars[2];     // bulk copies: the first half of the experts, the rest
   const int t = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.d - r0);
   if (p.route.logits) {
     if (threadIdx.x < 32)
@@ -181,14 +196,33 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
   __syncthreads();
   auto* sm = reinterpret_cast<uint8_t*>(smem);
   const int half = (p.k + 1) / 2;
-  for (int j = 0; j < p.k; ++j) {
-    // A bad id reads expert 0 against its NaN act, so the token's output shows it.
+  const bool bulk = kBulkSpans && p.bulk;
+  // A bad id reads expert 0 against its NaN act, so the token's output shows it.
+  const auto span = [&](int j) {
     const size_t e = ids[j] >= 0 && ids[j] < p.E ? static_cast<size_t>(ids[j]) : 0;
-    const uint8_t* row = stage_span(sm + j * p.span_slot, p.down + (e * p.d + r0) * p.row_bytes, nr * p.row_bytes);
-    if (threadIdx.x == 0) mis[j] = static_cast<int>(row - (sm + j * p.span_slot));
-    if (j == half - 1) cp_async_commit();
+    return p.down + (e * p.d + r0) * p.row_bytes;
+  };
+  const size_t bytes = nr * p.row_bytes;
+  if (bulk) {
+#if __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+      for (int h = 0; h < 2; ++h) {
+        const int j0 = h == 0 ? 0 : half, j1 = h == 0 ? half : p.k;
+        mbarrier_init(&bars[h]);
+        mbarrier_expect(&bars[h], static_cast<uint32_t>((j1 - j0) * bytes));
+        for (int j = j0; j < j1; ++j) bulk_copy(sm + j * p.span_slot, span(j), static_cast<uint32_t>(bytes), &bars[h]);
+      }
+    }
+    if (threadIdx.x < p.k) mis[threadIdx.x] = 0;
+#endif
+  } else {
+    for (int j = 0; j < p.k; ++j) {
+      const uint8_t* row = stage_span(sm + j * p.span_slot, span(j), bytes);
+      if (threadIdx.x == 0) mis[j] = static_cast<int>(row - (sm + j * p.span_slot));
+      if (j == half - 1) cp_async_commit();
+    }
+    cp_async_commit();
   }
-  cp_async_commit();
   if (p.route.logits) pdl_begin();
   const int act_chunks = p.ff / 4;
   auto* xs = reinterpret_cast<float4*>(sm + p.k * p.span_slot);
@@ -209,7 +243,7 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
     xr = xs + j * act_chunks, xsr = xsum + j * (p.ff / 32);
   };
   for (int h = 0; h < 2; ++h) {  // the first experts while the others still arrive
-    h == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
+    wait_spans(bulk, &bars[h], h == 0);
     __syncthreads();
     rows_dot_staged<T, 1>(h * half * nr, h == 0 ? half * nr : p.k * nr, p.ff, 1, 0, row_at, sums);
   }
@@ -241,8 +275,19 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
 
   // 16 ff rows per gate_up block and 8 output rows per down block: at one token,
   // about two blocks of each per SM of an H100 on a 35B-A3B layer.
-  GateUpParams g{static_cast<const uint8_t*>(gate.data), static_cast<const uint8_t*>(up.data), gate.row_bytes(), 0,
-                 x.as<const float>(), route, act, d, ff, E, k, std::min(16, ff)};
+  GateUpParams g{static_cast<const uint8_t*>(gate.data),
+                 static_cast<const uint8_t*>(up.data),
+                 gate.row_bytes(),
+                 0,
+                 x.as<const float>(),
+                 route,
+                 act,
+                 d,
+                 ff,
+                 E,
+                 k,
+                 std::min(16, ff),
+                 spans_bulk_copyable({gate.data, up.data}, gate.row_bytes())};
   const int gate_up_runs = has_run_scales(gate.type) ? d / 32 : 0;
   auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows + gate_up_runs) * sizeof(float); };
   for (;; g.rows /= 2) {
@@ -250,8 +295,18 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
     if (gate_up_smem() <= kSmemBudget) break;
     if (g.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
   }
-  DownParams dp{static_cast<const uint8_t*>(down.data), down.row_bytes(), 0, route, act, y.as<float>(),
-                d, ff, E, k, std::min(8, d)};
+  DownParams dp{static_cast<const uint8_t*>(down.data),
+                down.row_bytes(),
+                0,
+                route,
+                act,
+                y.as<float>(),
+                d,
+                ff,
+                E,
+                k,
+                std::min(8, d),
+                spans_bulk_copyable({down.data}, down.row_bytes())};
   const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
   auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows + down_runs) * sizeof(float); };
   for (;; dp.rows /= 2) {

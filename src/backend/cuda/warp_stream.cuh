@@ -10,6 +10,37 @@
 
 namespace zinc::cuda {
 
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+#if __CUDA_ARCH__ >= 900
+// Bulk copies (the copy engine) into shared memory, counted on an mbarrier: one
+// thread announces the bytes and issues the copies; waiters spin on the phase.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
+               : "memory");
+}
+// dst, src and bytes multiples of 16.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_address(dst)),
+               "l"(src), "r"(bytes), "r"(smem_address(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n wait_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra wait_%=;\n}" ::"r"(smem_address(bar)),
+      "r"(parity)
+      : "memory");
+}
+#endif
+
 template <int kStages>
 class WarpStream {
  public:
@@ -18,11 +49,8 @@ class WarpStream {
   __device__ WarpStream(uint8_t* slots, int slot_bytes, uint64_t* bars)
       : slots_(slots), slot_bytes_(slot_bytes), bars_(bars) {
 #if __CUDA_ARCH__ >= 900
-    if (threadIdx.x % 32 == 0) {
-      for (int s = 0; s < kStages; ++s)
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(bars_ + s)) : "memory");
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x % 32 == 0)
+      for (int s = 0; s < kStages; ++s) mbarrier_init(bars_ + s);
     __syncwarp();
 #endif
   }
@@ -33,12 +61,8 @@ class WarpStream {
     uint8_t* dst = slots_ + i % kStages * slot_bytes_;
 #if __CUDA_ARCH__ >= 900
     if (src && threadIdx.x % 32 == 0) {
-      const uint32_t bar = smem_address(bars_ + i % kStages);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                       smem_address(dst)),
-                   "l"(src), "r"(bytes), "r"(bar)
-                   : "memory");
+      mbarrier_expect(bars_ + i % kStages, bytes);
+      bulk_copy(dst, src, bytes, bars_ + i % kStages);
     }
 #else
     if (src)
@@ -51,12 +75,7 @@ class WarpStream {
   // Waits for item i (issued) and returns its slot.
   __device__ const uint8_t* wait(int i) {
 #if __CUDA_ARCH__ >= 900
-    const uint32_t bar = smem_address(bars_ + i % kStages), parity = i / kStages % 2;
-    asm volatile(
-        "{\n .reg .pred done;\n wait_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        " @!done bra wait_%=;\n}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
+    mbarrier_wait(bars_ + i % kStages, i / kStages % 2);
 #else
     wait_newer<kStages - 1>(issued_ - 1 - i);  // all but the items issued after i
     __syncwarp();
@@ -68,9 +87,6 @@ class WarpStream {
   __device__ void release() { __syncwarp(); }
 
  private:
-  static __device__ uint32_t smem_address(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  }
   // cp.async groups are waited for by count: at most `newer` may stay pending.
   template <int kMax>
   static __device__ void wait_newer(int newer) {
