@@ -4,15 +4,21 @@
 // kilobytes of work and a few microseconds of latency as its own kernel; here the
 // intermediates stay in shared memory and the state in registers.
 //
-// A block per value head h. Its key head kh = h % Hk is shared by the r = H / Hk
-// value heads kh, kh + Hk, ...: each block recomputes kh's conv (a few hundred FMAs),
-// and the r blocks form a thread block cluster so that the one block that writes
-// kh's conv-state channels (h == kh) waits until its peers have read the old ones.
+// A block per 32 value columns of a value head: the head's state {dv, dk} is read and
+// written by dv / 32 blocks on as many SMs (a 128 x 128 head is 64 KB each way, which
+// one SM moves too slowly). Key head kh = h % Hk is shared by the r = H / Hk value
+// heads kh, kh + Hk, ...: each block recomputes kh's q and k conv (a few hundred
+// FMAs), and the r · dv / 32 blocks of a key head form a thread block cluster: the
+// blocks of a value head add their parts of the gated norm's sum of squares through
+// distributed shared memory (in a fixed order), and the one block that writes kh's q
+// and k conv-state channels waits until its peers have read the old ones.
 //
-// The state {dv, dk} of the head is held as in delta_rule.cu: 4 warps per 32 value
-// columns, a lane per column, each warp a quarter of the dk rows. The state, the conv
-// weights and conv state and the norm weight are read before griddepcontrol.wait:
-// the kernels just before this one (the input projections) never write them.
+// Within a block, warp w holds state rows w · dk/8 .. of the block's 32 columns, a
+// lane per column. The state, the conv weights and conv state and the norm weight are
+// read before griddepcontrol.wait: the kernels just before this one (the input
+// projections) never write them.
+#include <cooperative_groups.h>
+
 #include <stdexcept>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -21,15 +27,19 @@
 namespace zinc::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kMaxTokens = static_cast<int>(kGdnCoreMaxTokens);
 constexpr int kMaxDk = 128, kMaxDv = 128, kMaxCluster = 8;
+constexpr int kCols = 32;  // value columns per block
 // The models' conv kernel; a compile-time width keeps the conv windows in registers.
 constexpr int kConvKernel = 4;
-constexpr int kRowGroups = 4;                        // warps splitting the dk rows of 32 columns
-constexpr int kMaxRows = kMaxDk / kRowGroups;        // state rows per thread
-constexpr int kMaxThreads = kRowGroups * kMaxDv;     // a thread per (row group, column)
-constexpr int kChannelsPerThread = 2;                // conv channels (2·dk + dv) per thread
-constexpr int kOutPerThread = kMaxTokens / kRowGroups;  // (token, column) outputs per thread
+constexpr int kRowGroups = 8;                          // warps splitting the dk rows
+constexpr int kMaxRows = kMaxDk / kRowGroups;          // state rows per thread
+constexpr int kThreads = kRowGroups * kCols;           // a thread per (row group, column)
+constexpr int kWidth = 2 * kMaxDk + kCols;             // conv channels of a block: q | k | its v columns
+constexpr int kChannelsPerThread = (kWidth + kThreads - 1) / kThreads;
+static_assert(kMaxTokens * kCols <= kThreads, "one (token, column) output per thread");
 
 struct GdnCoreParams {
   const float* qkv;      // {C, n}, C = 2·Hk·dk + H·dv: q heads, k heads, v heads
@@ -50,55 +60,53 @@ struct GdnCoreParams {
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 
-// blockDim.x = 4·dv; block b is value head kh + (b % r)·Hk of key head kh = b / r.
-__global__ void __launch_bounds__(kMaxThreads, 1) gdn_core_kernel(const __grid_constant__ GdnCoreParams p) {
-  __shared__ __align__(16) float qkv_s[kMaxTokens][2 * kMaxDk + kMaxDv];  // conv outputs q | k | v per token
-  __shared__ float sk_part[2][kRowGroups][kMaxDv];  // Sᵀk partial sums, double-buffered over tokens
-  __shared__ float y_part[kMaxTokens][kRowGroups][kMaxDv];
-  __shared__ float norm_part[kMaxTokens][kMaxDv / 32];
+// Block b: slice b % (dv / 32) of value head kh + (b / (dv / 32) % r)·Hk of key head
+// kh = b / (r · dv / 32); its rank in the key head's cluster is b % (r · dv / 32).
+__global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constant__ GdnCoreParams p) {
+  __shared__ __align__(16) float qkv_s[kMaxTokens][kWidth];  // conv outputs q | k | v per token
+  __shared__ float sk_part[2][kRowGroups][kCols];  // Sᵀk partial sums, double-buffered over tokens
+  __shared__ float y_part[kMaxTokens][kRowGroups][kCols];
+  __shared__ float norm_part[kMaxTokens];  // this block's part of each token's sum of squares
   __shared__ float decay_s[kMaxTokens], beta_s[kMaxTokens];
 
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, T = blockDim.x;
-  const int r = p.H / p.Hk, kh = blockIdx.x / r, h = kh + (blockIdx.x % r) * p.Hk;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int r = p.H / p.Hk, slices = p.dv / kCols, group = r * slices;
+  const int kh = blockIdx.x / group, rank = blockIdx.x % group, slice = rank % slices;
+  const int h = kh + (rank / slices) * p.Hk, c0 = slice * kCols;
   const int64_t C = 2 * int64_t{p.Hk} * p.dk + int64_t{p.H} * p.dv;
-  const int width = 2 * p.dk + p.dv, rows = p.dk / kRowGroups;
-  const int rg = warp % kRowGroups, j = (warp / kRowGroups) * 32 + lane, i0 = rg * rows;
+  const int width = 2 * p.dk + kCols, rows = p.dk / kRowGroups;
+  const int i0 = warp * rows, j = c0 + lane;
 
   // ---- before the wait: what the previous kernel does not write ----
   float* S = p.state + static_cast<int64_t>(h) * p.dk * p.dv;
   float s[kMaxRows];
 #pragma unroll
   for (int i = 0; i < kMaxRows; ++i) s[i] = i < rows ? S[static_cast<int64_t>(i0 + i) * p.dv + j] : 0.0f;
-  int64_t chan[kChannelsPerThread];  // the global conv channel of each local one, -1 past the head
+  int64_t chan[kChannelsPerThread];  // the global conv channel of each local one, -1 past the block's
   float wk[kChannelsPerThread][kConvKernel], hist[kChannelsPerThread][kConvKernel - 1];
 #pragma unroll
   for (int u = 0; u < kChannelsPerThread; ++u) {
-    const int cl = tid + u * T;
-    chan[u] = cl < p.dk            ? int64_t{kh} * p.dk + cl
-              : cl < 2 * p.dk      ? int64_t{p.Hk} * p.dk + int64_t{kh} * p.dk + (cl - p.dk)
-              : cl < width         ? 2 * int64_t{p.Hk} * p.dk + int64_t{h} * p.dv + (cl - 2 * p.dk)
-                                   : -1;
+    const int cl = tid + u * kThreads;
+    chan[u] = cl < p.dk       ? int64_t{kh} * p.dk + cl
+              : cl < 2 * p.dk ? int64_t{p.Hk} * p.dk + int64_t{kh} * p.dk + (cl - p.dk)
+              : cl < width    ? 2 * int64_t{p.Hk} * p.dk + int64_t{h} * p.dv + c0 + (cl - 2 * p.dk)
+                              : -1;
 #pragma unroll
     for (int k = 0; k < kConvKernel; ++k) {
       wk[u][k] = chan[u] >= 0 ? p.conv_w[chan[u] * kConvKernel + k] : 0.0f;
       if (k < kConvKernel - 1) hist[u][k] = chan[u] >= 0 ? p.conv_state[k * C + chan[u]] : 0.0f;
     }
   }
-  const int jo = tid % p.dv;  // the column of this thread's outputs
-  const float wn = p.norm_w[jo];
+  const int to = tid / kCols;  // the token of this thread's output, column j
+  const float wn = p.norm_w[j];
   float dt_bias = 0, a_neg = 0;
   if (tid < p.n) dt_bias = p.dt_bias[h], a_neg = p.a_neg[h];
 
   pdl_wait();
   pdl_launch_dependents();
 
-  // ---- conv + SiLU of this head's channels, gates ----
-  float zv[kOutPerThread];
-#pragma unroll
-  for (int e = 0; e < kOutPerThread; ++e) {
-    const int t = tid / p.dv + e * kRowGroups;
-    zv[e] = t < p.n ? p.z[(static_cast<int64_t>(t) * p.H + h) * p.dv + jo] : 0.0f;
-  }
+  // ---- conv + SiLU of this block's channels, gates ----
+  const float zv = to < p.n ? p.z[(static_cast<int64_t>(to) * p.H + h) * p.dv + j] : 0.0f;
   if (tid < p.n) {
     const int64_t i = static_cast<int64_t>(tid) * p.H + h;
     const float x = p.a[i] + dt_bias;
@@ -120,15 +128,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_core_kernel(const __grid_c
 #pragma unroll
       for (int k = 0; k < kConvKernel - 2; ++k) hist[u][k] = hist[u][k + 1];
       hist[u][kConvKernel - 2] = cur[t];
-      qkv_s[t][tid + u * T] = acc / (1.0f + expf(-acc));
+      qkv_s[t][tid + u * kThreads] = acc / (1.0f + expf(-acc));
     }
   }
-  cluster_arrive();  // this block has read its old conv state
   __syncthreads();
 
   // ---- L2 norms of q and k: a warp per (token, q or k) row; q also takes 1/sqrt(dk) ----
   const float q_scale = rsqrtf(static_cast<float>(p.dk));
-  for (int row = warp; row < 2 * p.n; row += T / 32) {
+  for (int row = warp; row < 2 * p.n; row += kRowGroups) {
     float* x = &qkv_s[row / 2][(row % 2) * p.dk];
     float ss = 0;
     for (int i = lane; i < p.dk; i += 32) ss += x[i] * x[i];
@@ -152,13 +159,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_core_kernel(const __grid_c
       const float4 kv = k4[i];
       part += s[4 * i] * kv.x + s[4 * i + 1] * kv.y + s[4 * i + 2] * kv.z + s[4 * i + 3] * kv.w;
     }
-    sk_part[t % 2][rg][j] = part;
+    sk_part[t % 2][warp][lane] = part;
     __syncthreads();  // also orders this buffer's reads two tokens ago before the write above
     float sk = 0;
 #pragma unroll
-    for (int g = 0; g < kRowGroups; ++g) sk += sk_part[t % 2][g][j];
+    for (int g = 0; g < kRowGroups; ++g) sk += sk_part[t % 2][g][lane];
     const float decay = decay_s[t];
-    const float delta = beta_s[t] * (qkv_s[t][2 * p.dk + j] - decay * sk);
+    const float delta = beta_s[t] * (qkv_s[t][2 * p.dk + lane] - decay * sk);
     float acc = 0;
 #pragma unroll
     for (int i = 0; i < kMaxRows / 4; ++i) {
@@ -175,54 +182,53 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_core_kernel(const __grid_c
   }
 #pragma unroll
   for (int t = 0; t < kMaxTokens; ++t)
-    if (t < p.n) y_part[t][rg][j] = yp[t];
+    if (t < p.n) y_part[t][warp][lane] = yp[t];
 #pragma unroll
   for (int i = 0; i < kMaxRows; ++i)
     if (i < rows) S[static_cast<int64_t>(i0 + i) * p.dv + j] = s[i];
   __syncthreads();
 
-  // ---- gated RMS norm over each head row; a warp's 32 outputs share one token ----
-  float yv[kOutPerThread];
+  // ---- gated RMS norm over each head row: warp t holds token t's 32 columns ----
+  float yv = 0;
+  if (to < p.n) {
 #pragma unroll
-  for (int e = 0; e < kOutPerThread; ++e) {
-    const int t = tid / p.dv + e * kRowGroups;
-    yv[e] = 0;
-    if (t >= p.n) continue;
-#pragma unroll
-    for (int g = 0; g < kRowGroups; ++g) yv[e] += y_part[t][g][jo];
-    const float ss = warp_sum(yv[e] * yv[e]);
-    if (lane == 0) norm_part[t][jo / 32] = ss;
+    for (int g = 0; g < kRowGroups; ++g) yv += y_part[to][g][lane];
+    const float ss = warp_sum(yv * yv);
+    if (lane == 0) norm_part[to] = ss;
   }
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < kOutPerThread; ++e) {
-    const int t = tid / p.dv + e * kRowGroups;
-    if (t >= p.n) continue;
-    float ss = 0;
-    for (int w = 0; w < p.dv / 32; ++w) ss += norm_part[t][w];
+  // The cluster's blocks have read their old conv state and written their parts.
+  cluster_arrive();
+  cluster_wait();
+  float ss = 0;
+  if (to < p.n) {
+    cg::cluster_group cluster = cg::this_cluster();
+    const int head_rank0 = rank - slice;  // the value head's first slice
+    for (int sl = 0; sl < slices; ++sl) ss += *cluster.map_shared_rank(&norm_part[to], head_rank0 + sl);
+  }
+  cluster_arrive();  // this block is done reading its peers' shared memory
+  if (to < p.n) {
     const float inv = rsqrtf(ss / p.dv + p.norm_eps);
-    p.y[(static_cast<int64_t>(t) * p.H + h) * p.dv + jo] = yv[e] * inv * wn * (zv[e] / (1.0f + expf(-zv[e])));
+    p.y[(static_cast<int64_t>(to) * p.H + h) * p.dv + j] = yv * inv * wn * (zv / (1.0f + expf(-zv)));
   }
 
-  // ---- the conv state: v channels are this block's own, q and k wait for the cluster ----
-  cluster_wait();  // every block of the key head has read the old state
+  // ---- the conv state: v channels are this block's own, q and k the cluster's first block's ----
 #pragma unroll
   for (int u = 0; u < kChannelsPerThread; ++u) {
-    const bool own = chan[u] >= 0 && (tid + u * T >= 2 * p.dk || h == kh);
+    const bool own = chan[u] >= 0 && (tid + u * kThreads >= 2 * p.dk || rank == 0);
 #pragma unroll
     for (int k = 0; k < kConvKernel - 1; ++k)
       if (own) p.conv_state[k * C + chan[u]] = hist[u][k];
   }
+  cluster_wait();  // no block leaves while a peer may still read its norm_part
 }
 
 }  // namespace
 
 bool gdn_core_supported(const GdnCoreShape& sh) {
   const int64_t r = sh.n_k_heads > 0 ? sh.n_heads / sh.n_k_heads : 0;
-  return sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 && r <= kMaxCluster &&
-         r * sh.n_k_heads == sh.n_heads && sh.dk % 16 == 0 && sh.dk <= kMaxDk && sh.dv % 32 == 0 &&
-         sh.dv <= kMaxDv && 2 * sh.dk + sh.dv <= kChannelsPerThread * kRowGroups * sh.dv &&
-         sh.conv_kernel == kConvKernel;
+  return sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 && r * sh.n_k_heads == sh.n_heads &&
+         sh.dk % (4 * kRowGroups) == 0 && sh.dk <= kMaxDk && sh.dv % kCols == 0 && sh.dv <= kMaxDv &&
+         r * (sh.dv / kCols) <= kMaxCluster && sh.conv_kernel == kConvKernel;
 }
 
 void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, float* conv_state, const float* a,
@@ -238,12 +244,12 @@ void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, flo
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = static_cast<unsigned>(sh.n_heads / sh.n_k_heads);
+  attr[1].val.clusterDim.x = static_cast<unsigned>(sh.n_heads / sh.n_k_heads * (sh.dv / kCols));
   attr[1].val.clusterDim.y = 1;
   attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(sh.n_heads));
-  cfg.blockDim = dim3(static_cast<unsigned>(kRowGroups * sh.dv));
+  cfg.gridDim = dim3(static_cast<unsigned>(sh.n_heads * (sh.dv / kCols)));
+  cfg.blockDim = dim3(kThreads);
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
