@@ -400,39 +400,49 @@ void check_delta_rule_prefill(Checker& c) {
   }
 }
 
-// Prefill attention (n >= kAttentionPrefillMinTokens takes the f16 tensor-core
-// kernel): n new tokens after `past` cached ones, head sizes and GQA groups of the
-// flagship and of other models.
+// Attention after kv_store: n new tokens after `past` cached ones in a cache of n_ctx,
+// head sizes and GQA groups of the flagship and of other models. Prefill (n >=
+// kAttentionPrefillMinTokens) takes the f16 tensor-core kernel, fewer tokens the
+// split kernel, whose chunks follow the position: also checked in caches much longer
+// than the position and at depths past its staged chunk size.
 void check_attention_prefill(Checker& c) {
   struct Case {
     int64_t D, Hq, Hkv;
   };
+  const auto run = [&](const Case& cs, int64_t past, int64_t n, int64_t n_ctx) {
+    const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv;
+    auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
+    auto kn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n)), vn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
+    std::vector<int32_t> positions(n);
+    for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(past + i);
+    auto pos = c.i32({n}, positions);
+    auto q = c.f32({D, Hq, n}, c.randn(D * Hq * n));
+    auto y = c.out({D, Hq, n});
+    c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
+    const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
+                             " past=" + std::to_string(past) + " n=" + std::to_string(n) +
+                             " ctx=" + std::to_string(n_ctx);
+    c.report("kv_store " + name, c.mismatches_bytes(kc) + c.mismatches_bytes(vc), 0);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const double tol = n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4;
+    c.cpu().attention(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, y.cpu);
+    c.gpu().attention(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, y.gpu);
+    c.report("attention " + name, c.rel_err(y), tol);
+    auto gate = c.f32({D, Hq, n}, c.randn(D * Hq * n));
+    y = c.out({D, Hq, n});
+    c.cpu().attention_gated(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, gate.cpu, y.cpu);
+    c.gpu().attention_gated(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, gate.gpu, y.gpu);
+    c.report("attention_gated " + name, c.rel_err(y), tol);
+  };
   for (const Case cs : {Case{256, 16, 2}, Case{128, 4, 4}, Case{64, 16, 2}, Case{128, 6, 2}})
     for (int64_t past : {0, 3000})
-      for (int64_t n : {1, 5, 32, 100, 1000}) {
-        const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv, n_ctx = past + n + 13;
-        auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
-        auto kn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n)), vn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
-        std::vector<int32_t> positions(n);
-        for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(past + i);
-        auto pos = c.i32({n}, positions);
-        auto q = c.f32({D, Hq, n}, c.randn(D * Hq * n));
-        auto y = c.out({D, Hq, n});
-        c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
-        const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
-                                 " past=" + std::to_string(past) + " n=" + std::to_string(n);
-        c.report("kv_store " + name, c.mismatches_bytes(kc) + c.mismatches_bytes(vc), 0);
-        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-        const double tol = n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4;
-        c.cpu().attention(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, y.cpu);
-        c.gpu().attention(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, y.gpu);
-        c.report("attention " + name, c.rel_err(y), tol);
-        auto gate = c.f32({D, Hq, n}, c.randn(D * Hq * n));
-        y = c.out({D, Hq, n});
-        c.cpu().attention_gated(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, gate.cpu, y.cpu);
-        c.gpu().attention_gated(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, gate.gpu, y.gpu);
-        c.report("attention_gated " + name, c.rel_err(y), tol);
-      }
+      for (int64_t n : {1, 5, 32, 100, 1000}) run(cs, past, n, past + n + 13);
+  for (const Case cs : {Case{256, 16, 2}, Case{128, 6, 2}}) {
+    run(cs, 3000, 1, 70000);
+    run(cs, 3000, 5, 70000);
+    run(cs, 40000, 1, 40020);
+    run(cs, 40000, 3, 40020);
+  }
 }
 
 // gated_delta_net_core against the CPU composition: the one-launch decode kernel
