@@ -1,12 +1,12 @@
 // `zinc bench`: llama-bench-like throughput of one model file: prompt processing
 // (ppN: N tokens in forwards of -u tokens, the generator's prompt chunk by default)
 // and generation (tgN: N greedy steps, each a one-token forward and an argmax whose
-// token feeds the next step on the device and is read one step later), at context depths -d, as tokens/s mean ± std and median over -r repetitions
-// after three warm-ups (the third lets the CUDA backend capture its graph; -v prints
-// every run). For generation it also prints
-// the weight bandwidth achieved: the bytes of weights one token reads (every
-// tensor except the embedding table, routed experts scaled by used/total) over the
-// time per token, against the GPU's peak when on CUDA.
+// token feeds the next step on the device and is read one step later), at context
+// depths -d, as tokens/s mean ± std and median over -r repetitions after three
+// warm-ups (the third lets the CUDA backend capture its graph; -v prints every run).
+// For generation it also prints the weight bandwidth achieved: the bytes of weights
+// one token reads (every tensor except the embedding table, routed experts scaled by
+// used/total) over the time per token, against the GPU's peak when on CUDA.
 //
 // Timing is host wall clock around whole runs that end in a device read, so it
 // includes every launch and synchronisation a real generation loop pays. With
