@@ -150,25 +150,14 @@ class Runner {
       forward_and_pick(std::vector<int32_t>(tokens.begin() + done, tokens.begin() + std::min(n, done + chunk_)));
     return seconds_since(t0);
   }
-  // Greedy steps with the sampled token fed back on the device: step i + 1 is
-  // submitted before the host reads token i (one step behind, as a pipelined
-  // generator does), so the host's work for a step overlaps the step before.
+  // Greedy steps with the sampled token fed back on the device, read one step behind
+  // (greedy_on_device), so the host's work for a step overlaps the step before.
   double generate(int64_t n) {
     if (next_.empty()) next_ = be_.alloc_persistent(DType::I32, {1});
     const int32_t first = random_tokens(1)[0];
     be_.write(next_, &first, sizeof first);
-    std::vector<int32_t> tokens(static_cast<size_t>(n));
-    std::vector<uint64_t> tickets(static_cast<size_t>(n));
-    const int32_t count_one = 0;  // only sizes the chunk: its id comes from next_
-    const SequenceChunk step{&seq_, std::span(&count_one, 1), 1, &next_};
     const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      Tensor logits = model_.forward_batch(std::span(&step, 1));
-      be_.argmax(logits, next_);
-      tickets[i] = be_.read_async(next_, &tokens[i], sizeof(int32_t));
-      if (i > 0) be_.wait_read(tickets[i - 1]);
-    }
-    if (n > 0) be_.wait_read(tickets.back());
+    greedy_on_device(model_, be_, seq_, next_, n);
     return seconds_since(t0);
   }
 

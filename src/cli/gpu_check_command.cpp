@@ -24,6 +24,7 @@
 #include "model/synth.h"
 #include "quant/half.h"
 #include "quant/quant.h"
+#include "runtime/generator.h"
 
 namespace zinc::cli {
 namespace {
@@ -809,11 +810,11 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
                                                                runs[0].size() * sizeof(float)) != 0, 0);
 
   // Greedy decoding with each token fed back on the device and read one step behind
-  // (zinc bench's tg loop) picks the same tokens as reading each one before the next step.
+  // (greedy_on_device, zinc bench's tg loop) picks the same tokens as reading each one
+  // before the next step.
   {
     constexpr int kSteps = 64;
-    std::vector<int32_t> host_fed, device_fed(kSteps);
-    std::vector<uint64_t> tickets(kSteps);
+    std::vector<int32_t> host_fed;
     SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256);
     m_gpu->forward(s1, prompt, 1);
     m_gpu->forward(s2, prompt, 1);
@@ -825,14 +826,7 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
       host_fed.push_back(token);
     }
     gpu->write(next, &stream[0], sizeof(int32_t));
-    const int32_t count_one = 0;
-    const SequenceChunk step{&s2, std::span(&count_one, 1), 1, &next};
-    for (int i = 0; i < kSteps; ++i) {
-      gpu->argmax(m_gpu->forward_batch(std::span(&step, 1)), next);
-      tickets[i] = gpu->read_async(next, &device_fed[i], sizeof(int32_t));
-      if (i > 0) gpu->wait_read(tickets[i - 1]);
-    }
-    gpu->wait_read(tickets.back());
+    const std::vector<int32_t> device_fed = greedy_on_device(*m_gpu, *gpu, s2, next, kSteps);
     int mismatches = 0;
     for (int i = 0; i < kSteps; ++i) mismatches += host_fed[i] != device_fed[i];
     c.report(preset + " greedy, tokens fed back on the device != read back each step (tokens)", mismatches, 0);

@@ -74,4 +74,19 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   return result;
 }
 
+std::vector<int32_t> greedy_on_device(Model& model, Backend& backend, SequenceState& seq, const Tensor& next,
+                                      int64_t n) {
+  std::vector<int32_t> tokens(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  std::vector<uint64_t> tickets(tokens.size());
+  const int32_t count_one = 0;  // only sizes the chunk: its id comes from `next`
+  const SequenceChunk step{&seq, std::span(&count_one, 1), 1, &next};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    backend.argmax(model.forward_batch(std::span(&step, 1)), next);
+    tickets[i] = backend.read_async(next, &tokens[i], sizeof(int32_t));
+    if (i > 0) backend.wait_read(tickets[i - 1]);
+  }
+  if (!tickets.empty()) backend.wait_read(tickets.back());
+  return tokens;
+}
+
 }  // namespace zinc

@@ -59,4 +59,11 @@ using TokenCallback = std::function<bool(int32_t token)>;
 GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, std::span<const int32_t> prompt,
                           Sampler& sampler, const GenerateOptions& options, const TokenCallback& on_token);
 
+// n greedy steps from the token in `next` (I32 {1} in backend memory), each step's
+// argmax written back to `next` and fed to the step after on the backend; the host
+// reads each token one step behind, so its work for a step overlaps the step before.
+// Returns the n tokens; `next` ends holding the last.
+std::vector<int32_t> greedy_on_device(Model& model, Backend& backend, SequenceState& seq, const Tensor& next,
+                                      int64_t n);
+
 }  // namespace zinc

@@ -63,6 +63,22 @@ class Generator : public ::testing::Test {
   std::vector<int32_t> prompt_;
 };
 
+TEST_F(Generator, GreedyOnDeviceEqualsTheHostLoop) {
+  // Tokens fed back in backend memory and read one step behind: the same continuation.
+  const std::vector<int32_t> want = reference_greedy(prompt_.size(), 12);
+  SequenceState seq = model_->new_sequence(64);
+  Tensor next = backend_->alloc_persistent(DType::I32, {1});
+  backend_->argmax(model_->forward(seq, prompt_, 1), next);
+  int32_t first = -1;
+  backend_->read(next, &first, sizeof first);
+  std::vector<int32_t> got{first};
+  const std::vector<int32_t> rest = greedy_on_device(*model_, *backend_, seq, next, 11);
+  got.insert(got.end(), rest.begin(), rest.end());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + 11);
+  EXPECT_TRUE(greedy_on_device(*model_, *backend_, seq, next, 0).empty());
+}
+
 TEST_F(Generator, GreedyMatchesForwardArgmaxForEveryChunking) {
   for (size_t chunk : {size_t{1}, size_t{4}, size_t{512}}) {
     const std::vector<int32_t> want = reference_greedy(chunk, 8);

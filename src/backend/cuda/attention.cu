@@ -317,21 +317,11 @@ __global__ void kv_store_kernel(const float* k, const float* v, __half* kc, __ha
   }
 }
 
-constexpr size_t kSplitStageBytes = 2 * 2 * kRoundKeys * kMaxHeadDim * sizeof(__half);
+// Dynamic shared memory of a split block: two rounds of K rows and of V rows.
+constexpr size_t split_stage_bytes(int64_t D) { return 2 * 2 * kRoundKeys * D * sizeof(__half); }
 
 int resident_split_blocks() {
-  static const int blocks = [] {
-    check_cuda(cudaFuncSetAttribute(attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kSplitStageBytes)),
-               "cudaFuncSetAttribute");
-    int device = 0, sms = 0, per_sm = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_split_kernel, 32 * kWarps,
-                                                             kSplitStageBytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    return std::max(1, sms * per_sm);
-  }();
+  static const int blocks = resident_blocks(attention_split_kernel, 32 * kWarps, split_stage_bytes(kMaxHeadDim));
   return blocks;
 }
 
@@ -372,8 +362,7 @@ void attention(const AttentionShape& s, const float* q, const uint16_t* k_cache,
                           head_blocks_for(s)};
   const dim3 grid(p.splits, p.Hkv * p.head_blocks, p.n);
   resident_split_blocks();  // also allows the kernel its shared memory
-  const size_t stage = 2 * 2 * kRoundKeys * p.D * sizeof(__half);
-  launch_pdl_smem(attention_split_kernel, grid, 32 * kWarps, stage, st, p);
+  launch_pdl_smem(attention_split_kernel, grid, 32 * kWarps, split_stage_bytes(p.D), st, p);
   ZINC_CUDA_LAUNCHED("attention_split");
   launch_pdl(attention_merge_kernel, dim3(p.Hq, p.n, ceil_div(p.D, kMergeDims)), 32 * kMergeWarps, st, p);
   ZINC_CUDA_LAUNCHED("attention_merge");

@@ -60,6 +60,19 @@ void launch_pdl_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dy
   cfg.numAttrs = 1;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
 }
+// Blocks of `kernel` that fit on the whole GPU at once (one wave), with `dynamic_smem`
+// bytes of dynamic shared memory each, which the kernel is allowed to take.
+template <class... Params>
+int resident_blocks(void (*kernel)(Params...), int threads, size_t dynamic_smem) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_smem)),
+             "cudaFuncSetAttribute");
+  int device = 0, sms = 0, per_sm = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return sms * per_sm > 1 ? sms * per_sm : 1;
+}
 template <class... Params, class... Args>
 void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s, Args&&... args) {
   launch_pdl_smem(kernel, grid, block, 0, s, std::forward<Args>(args)...);

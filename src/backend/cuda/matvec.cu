@@ -333,17 +333,7 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
       smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
-      static const int resident = [&] {
-        check_cuda(cudaFuncSetAttribute(matvec_kernel<T, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)),
-                   "cudaFuncSetAttribute");
-        int device = 0, sms = 0, per_sm = 0;
-        check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-        check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-        check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_kernel<T, N>, 32 * kWarps, smem),
-                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-        return std::max(1, sms * per_sm);
-      }();
+      static const int resident = resident_blocks(matvec_kernel<T, N>, 32 * kWarps, smem);
       // One token: a warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(p.in / 256, kStageGroups);
       p.team = 1;
