@@ -273,8 +273,11 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
   if (k > kMaxRouted || E > kMaxRouterExperts)
     throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
 
-  // 16 ff rows per gate_up block and 8 output rows per down block: at one token,
-  // about two blocks of each per SM of an H100 on a 35B-A3B layer.
+  // 8 ff rows per gate_up block and 4 output rows per down block: at one token, 512
+  // blocks of each on a 35B-A3B layer, about four per SM of an H100. The dot products
+  // after the copies are latency-bound, so more resident warps win: on an H100,
+  // 16 / 8 rows ran 354.6 tokens/s, 8 / 8 378, 8 / 4 384.3, 16 / 4 360, 4 / 4 375.5,
+  // 8 / 2 351.5 (zinc bench tg128; PERFORMANCE.md, session 8).
   GateUpParams g{static_cast<const uint8_t*>(gate.data),
                  static_cast<const uint8_t*>(up.data),
                  gate.row_bytes(),
@@ -286,7 +289,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                  ff,
                  E,
                  k,
-                 std::min(16, ff),
+                 std::min(8, ff),
                  spans_bulk_copyable({gate.data, up.data}, gate.row_bytes())};
   const int gate_up_runs = has_run_scales(gate.type) ? d / 32 : 0;
   auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows + gate_up_runs) * sizeof(float); };
@@ -305,7 +308,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                 ff,
                 E,
                 k,
-                std::min(8, d),
+                std::min(4, d),
                 spans_bulk_copyable({down.data}, down.row_bytes())};
   const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
   auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows + down_runs) * sizeof(float); };
