@@ -219,12 +219,28 @@ struct Engine::Impl {
       members.push_back(s);
     }
     const int64_t V = model.n_vocab();
-    int64_t n_out = 0;
-    for (const auto& c : chunks) n_out += c.n_out;
+    // Output rows whose request picks the argmax of the raw logits (greedy, no
+    // penalties, processors or logprobs) take it from the backend: 4 bytes read
+    // instead of the row's n_vocab floats, and no pass over them on the host.
+    std::vector<char> on_backend;
+    for (size_t i = 0; i < members.size(); ++i)
+      if (chunks[i].n_out > 0) on_backend.push_back(picks_argmax(*members[i]->request));
+    const int64_t n_out = static_cast<int64_t>(on_backend.size());
+    const auto n_picked = std::count(on_backend.begin(), on_backend.end(), 1);
+    std::vector<int32_t> picked(on_backend.size(), -1);
     try {
       Tensor logits = model.forward_batch(chunks);
       host_logits.resize(static_cast<size_t>(n_out * V));
-      if (n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
+      if (n_picked > 0) {
+        const Tensor ids = backend.scratch(DType::I32, {n_out});
+        backend.argmax(logits, ids);
+        backend.read(ids, picked.data(), picked.size() * sizeof(int32_t));
+      }
+      const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
+      if (n_picked == 0 && n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
+      else
+        for (int64_t r = 0; r < n_out; ++r)
+          if (!on_backend[r]) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
     } catch (const std::exception& e) {
       for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
       return;
@@ -236,7 +252,8 @@ struct Engine::Impl {
       if (cache && absorbed % options.prefix_block == 0)
         cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(absorbed)), s.seq);
       if (chunks[i].n_out == 0) continue;
-      sample(s, std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V)));
+      if (on_backend[row]) take(s, picked[row], {});
+      else sample(s, std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V)));
       ++row;
     }
     if (cache) {
@@ -246,23 +263,38 @@ struct Engine::Impl {
     }
   }
 
+  static bool picks_argmax(const Request& r) {
+    return r.options.processors.empty() && r.options.top_logprobs < 0 && r.sampler->picks_argmax();
+  }
+
+  // The request's processors and sampler chain on its logits row, then take().
   void sample(Slot& s, std::span<float> logits) {
     Request& r = *s.request;
-    const auto now = Clock::now();
-    if (r.stats.generated_tokens == 0) {
-      r.first_token = now;
-      r.stats.prompt_seconds = seconds(r.admitted, now);
-      std::lock_guard lock(mu);
-      metrics.prompt_tokens_total += r.stats.prompt_tokens;
-      metrics.prompt_seconds_total += r.stats.prompt_seconds;
-    }
     for (auto& p : r.options.processors) p->process(logits);
     if (std::none_of(logits.begin(), logits.end(), [](float l) { return l > -std::numeric_limits<float>::infinity(); })) {
+      note_first_token(r);
       finish(s, FinishReason::Error, "the constraints allow no next token");
       return;
     }
+    take(s, r.sampler->sample(logits), logits);
+  }
+
+  void note_first_token(Request& r) {
+    if (r.stats.generated_tokens > 0) return;
+    r.first_token = Clock::now();
+    r.stats.prompt_seconds = seconds(r.admitted, r.first_token);
+    std::lock_guard lock(mu);
+    metrics.prompt_tokens_total += r.stats.prompt_tokens;
+    metrics.prompt_seconds_total += r.stats.prompt_seconds;
+  }
+
+  // The request's next token: streamed and fed back, or the end of the request.
+  // `logits`: the row it was sampled from (for logprobs; empty when picked on the backend).
+  void take(Slot& s, int32_t token, std::span<const float> logits) {
+    Request& r = *s.request;
+    note_first_token(r);
     TokenEvent ev;
-    ev.token = r.sampler->sample(logits);
+    ev.token = token;
     r.sampler->accept(ev.token);
     for (auto& p : r.options.processors) p->accept(ev.token);
     const auto& eog = r.options.eog_ids;

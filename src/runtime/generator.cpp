@@ -30,6 +30,21 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   GenerationResult result;
   std::vector<float> logits(n_vocab);
+  // The next token from a forward pass's logits: a greedy sampler's argmax is taken on
+  // the backend and only the id is read, not n_vocab floats.
+  const bool on_backend = sampler.picks_argmax();
+  const auto next_token = [&](const Tensor& l) {
+    int32_t token = 0;
+    if (on_backend) {
+      const Tensor id = backend.scratch(DType::I32, {1});
+      backend.argmax(l, id);
+      backend.read(id, &token, sizeof token);
+    } else {
+      backend.read(l, logits.data(), logits.size() * sizeof(float));
+      token = sampler.sample(logits);
+    }
+    return token;
+  };
 
   const auto prefill_start = Clock::now();
   Tensor last_logits;
@@ -37,8 +52,8 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
     const size_t n = std::min<size_t>(options.prefill_chunk, prompt.size() - offset);
     last_logits = model.forward(seq, prompt.subspan(offset, n), 1);
   }
-  backend.read(last_logits, logits.data(), logits.size() * sizeof(float));
   for (int32_t t : prompt) sampler.accept(t);
+  int32_t token = next_token(last_logits);  // waits for the prompt's last pass
   result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   result.stats.prompt_seconds = seconds_since(prefill_start);
 
@@ -48,7 +63,6 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   };
   result.stop = StopReason::MaxTokens;
   while (static_cast<int64_t>(result.tokens.size()) < options.max_tokens) {
-    const int32_t token = sampler.sample(logits);
     sampler.accept(token);
     if (is_eog(token)) {
       result.stop = StopReason::EndOfGeneration;
@@ -64,8 +78,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
       result.stop = StopReason::ContextFull;
       break;
     }
-    Tensor l = model.forward(seq, std::span<const int32_t>(&token, 1), 1);
-    backend.read(l, logits.data(), logits.size() * sizeof(float));
+    token = next_token(model.forward(seq, std::span<const int32_t>(&token, 1), 1));
   }
   if (result.stop != StopReason::EndOfGeneration && !result.tokens.empty())
     result.not_absorbed.push_back(result.tokens.back());

@@ -78,6 +78,9 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
   // Records a token (prompt or generated) for the penalties.
   void accept(int32_t token);
+  // True when sample(row) is argmax(row) for every row (greedy, no penalties): the
+  // caller may then take the argmax where the logits are (the GPU) and skip the row.
+  bool picks_argmax() const { return params_.temperature <= 0 && !uses_penalties() && !uses_dry(); }
   // Forgets the history (the random stream goes on).
   void reset_history() {
     recent_.clear();

@@ -297,6 +297,40 @@ TEST_P(EngineTest, StopCancelAndQueueLimit) {
                std::invalid_argument);
 }
 
+// Plain greedy requests (no penalties, processors or logprobs) take the argmax on
+// the backend and read one id per token; they say exactly what the sampler chain says
+// from the full logits row, also beside a request that needs its row (seeded sampling).
+TEST_P(EngineTest, GreedyOnTheBackendEqualsTheHostChain) {
+  Loaded l = load(GetParam(), "tiny");
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(make_prompt(*l.model, 3 + i * 11, i + 5));
+  EngineOptions opt;
+  opt.n_parallel = 4;
+  opt.n_ctx = 96;
+  opt.prefix_block = 16;
+  opt.step_tokens = 40;
+  opt.prefix_cache_bytes = 0;
+  const auto run = [&](bool host_rows) {
+    Engine engine(*l.model, *l.backend, opt);
+    std::vector<std::unique_ptr<Collector>> cs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions r = request(prompts[i], i == 3 ? 42 : 0, 10);  // request 3 samples
+      r.top_logprobs = host_rows || i == 3 ? 0 : -1;                 // logprobs need the row
+      cs.push_back(std::make_unique<Collector>());
+      engine.submit(std::move(r), cs.back()->callbacks());
+    }
+    std::vector<Outcome> out;
+    for (auto& c : cs) out.push_back(c->wait());
+    return out;
+  };
+  const auto host = run(true), mixed = run(false);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(mixed[i].reason, FinishReason::Length);
+    EXPECT_EQ(mixed[i].tokens.size(), 10u);
+    EXPECT_EQ(mixed[i].tokens, host[i].tokens) << "request " << i;
+  }
+}
+
 // A burst counts free slots as room: n_parallel + max_queue requests submitted at
 // once are all accepted, one more is refused.
 TEST_P(EngineTest, BurstFillsSlotsBeforeTheQueue) {
