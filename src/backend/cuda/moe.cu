@@ -106,11 +106,15 @@ struct GateUpParams {
 template <DType T>
 __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
   extern __shared__ uint4 smem[];
-  __shared__ uint64_t bars[2];  // bulk copies: the gate rows, the up rows
+  // Bulk copies: [gate, up] of each row when a warp takes a row (row_wise), else of all rows.
+  __shared__ uint64_t bars[2 * kExpertWarps];
   pdl_begin();
   const int t = blockIdx.z, slot = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.ff - r0);
   const int pair = t * p.k + slot;
   const bool bulk = kBulkSpans && p.bulk;
+  // Up to one row per warp: each row is its own pair of copies and its warp starts on
+  // it as soon as they land, with no block barrier after the first.
+  const bool row_wise = bulk && p.rows <= kExpertWarps;
   __shared__ int32_t ids[kMaxRouted];
   auto* sm = reinterpret_cast<uint8_t*>(smem);
   const size_t bytes = nr * p.row_bytes;
@@ -120,8 +124,18 @@ __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __gri
     if (p.route.logits) route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
     else if (threadIdx.x == 0) ids[slot] = p.route.ids[pair];
 #if __CUDA_ARCH__ >= 900
+    __syncwarp();
     const int e = ids[slot];  // thread 0 wrote it
-    if (bulk && threadIdx.x == 0 && e >= 0 && e < p.E) {
+    const int lane = threadIdx.x;
+    if (row_wise && lane < nr && e >= 0 && e < p.E) {
+      for (int h = 0; h < 2; ++h) {
+        uint64_t* bar = &bars[2 * lane + h];
+        mbarrier_init(bar);
+        mbarrier_expect(bar, static_cast<uint32_t>(p.row_bytes));
+        bulk_copy(sm + h * p.span_slot + lane * p.row_bytes, (h == 0 ? p.gate : p.up) + first_byte(e) + lane * p.row_bytes,
+                  static_cast<uint32_t>(p.row_bytes), bar);
+      }
+    } else if (!row_wise && bulk && threadIdx.x == 0 && e >= 0 && e < p.E) {
       for (int h = 0; h < 2; ++h) {
         mbarrier_init(&bars[h]);
         mbarrier_expect(&bars[h], static_cast<uint32_t>(bytes));
@@ -150,6 +164,23 @@ __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __gri
   float* sums = reinterpret_cast<float*>(xs + p.d / 4);  // [gate rows, up rows]
   float* xsum = sums + 2 * p.rows;                       // [d / 32] with run scales
   if constexpr (kHasRunScales<T>) stage_run_sums(xs, 1, p.d / 32, xsum);
+#if __CUDA_ARCH__ >= 900
+  if (row_wise) {
+    __syncthreads();  // the run sums
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (w >= nr) return;
+    float v[2];
+    for (int h = 0; h < 2; ++h) {
+      mbarrier_wait(&bars[2 * w + h], 0);
+      const uint8_t* row = sm + h * p.span_slot + w * p.row_bytes;
+      float acc[1] = {0};
+      for (int q = lane; q < p.d / 32; q += 32) run_dot<T, 1>(row, q, xs, xsum, 0, 1, acc);
+      v[h] = warp_sum(acc[0]);
+    }
+    if (lane == 0) act[w] = silu(v[0]) * v[1];
+    return;
+  }
+#endif
   const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
     row = (i < nr ? gate : up) + (i < nr ? i : i - nr) * p.row_bytes;
     xr = xs, xsr = xsum;
