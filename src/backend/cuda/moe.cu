@@ -305,10 +305,11 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
     throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
 
   // 8 ff rows per gate_up block and 4 output rows per down block: at one token, 512
-  // blocks of each on a 35B-A3B layer, about four per SM of an H100. The dot products
-  // after the copies are latency-bound, so more resident warps win: on an H100,
-  // 16 / 8 rows ran 354.6 tokens/s, 8 / 8 378, 8 / 4 384.3, 16 / 4 360, 4 / 4 375.5,
-  // 8 / 2 351.5 (zinc bench tg128; PERFORMANCE.md, session 8).
+  // blocks of each on a 35B-A3B layer, about four per SM of an H100 (all resident at
+  // 64 registers). The dot products after the copies land are what a step waits for
+  // (PERFORMANCE.md, session 8), and smaller blocks spread them over more warps and
+  // end sooner: on an H100, 16 / 8 rows ran 354.6 tokens/s, 8 / 8 378, 8 / 4 384.3,
+  // 16 / 4 360, 4 / 4 375.5, 8 / 2 351.5 (zinc bench tg128).
   GateUpParams g{static_cast<const uint8_t*>(gate.data),
                  static_cast<const uint8_t*>(up.data),
                  gate.row_bytes(),
