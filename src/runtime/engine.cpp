@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
 
 namespace zinc {
@@ -227,15 +228,11 @@ struct Engine::Impl {
       if (chunks[i].n_out > 0) on_backend.push_back(picks_argmax(*members[i]->request));
     const int64_t n_out = static_cast<int64_t>(on_backend.size());
     const auto n_picked = std::count(on_backend.begin(), on_backend.end(), 1);
-    std::vector<int32_t> picked(on_backend.size(), -1);
+    std::vector<int32_t> picked;
     try {
       Tensor logits = model.forward_batch(chunks);
       host_logits.resize(static_cast<size_t>(n_out * V));
-      if (n_picked > 0) {
-        const Tensor ids = backend.scratch(DType::I32, {n_out});
-        backend.argmax(logits, ids);
-        backend.read(ids, picked.data(), picked.size() * sizeof(int32_t));
-      }
+      if (n_picked > 0) picked = backend_argmax(backend, logits);
       const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
       if (n_picked == 0 && n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
       else

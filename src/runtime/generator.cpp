@@ -34,16 +34,9 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   // the backend and only the id is read, not n_vocab floats.
   const bool on_backend = sampler.picks_argmax();
   const auto next_token = [&](const Tensor& l) {
-    int32_t token = 0;
-    if (on_backend) {
-      const Tensor id = backend.scratch(DType::I32, {1});
-      backend.argmax(l, id);
-      backend.read(id, &token, sizeof token);
-    } else {
-      backend.read(l, logits.data(), logits.size() * sizeof(float));
-      token = sampler.sample(logits);
-    }
-    return token;
+    if (on_backend) return backend_argmax(backend, l)[0];
+    backend.read(l, logits.data(), logits.size() * sizeof(float));
+    return sampler.sample(logits);
   };
 
   const auto prefill_start = Clock::now();
@@ -85,6 +78,14 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   result.stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   result.stats.generation_seconds = seconds_since(decode_start);
   return result;
+}
+
+std::vector<int32_t> backend_argmax(Backend& backend, const Tensor& logits) {
+  const Tensor ids = backend.scratch(DType::I32, {logits.rows()});
+  backend.argmax(logits, ids);
+  std::vector<int32_t> out(static_cast<size_t>(logits.rows()));
+  backend.read(ids, out.data(), out.size() * sizeof(int32_t));
+  return out;
 }
 
 std::vector<int32_t> greedy_on_device(Model& model, Backend& backend, SequenceState& seq, const Tensor& next,

@@ -59,6 +59,10 @@ using TokenCallback = std::function<bool(int32_t token)>;
 GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, std::span<const int32_t> prompt,
                           Sampler& sampler, const GenerateOptions& options, const TokenCallback& on_token);
 
+// The argmax of each row of logits {V, n}, taken on the backend: only the n ids are
+// read back (lowest id on ties, as the sampler's greedy pick).
+std::vector<int32_t> backend_argmax(Backend& backend, const Tensor& logits);
+
 // n greedy steps from the token in `next` (I32 {1} in backend memory), each step's
 // argmax written back to `next` and fed to the step after on the backend; the host
 // reads each token one step behind, so its work for a step overlaps the step before.
