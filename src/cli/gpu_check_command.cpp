@@ -264,7 +264,8 @@ void check_fused_ops(Checker& c) {
       DType gate_up, down, shared;
     };
     for (const MoeShape& m : {MoeShape{16, 4, 256, 256, DType::Q6_K, DType::Q4_K, DType::IQ4_XS},
-                              MoeShape{32, 8, 2048, 512, DType::Q4_K, DType::Q5_K, DType::Q8_0}}) {
+                              MoeShape{32, 8, 2048, 512, DType::Q4_K, DType::Q5_K, DType::Q8_0},
+                              MoeShape{32, 8, 1024, 256, DType::Q5_K, DType::Q6_K, DType::Q6_K}}) {
       if (m.d > 256 && n > cuda::kMatvecMaxTokens) continue;
       auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.06f), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.06f);
       auto down = c.weight(m.down, {m.ff, m.d, m.E}, 0.09f), shared_down = c.weight(m.shared, {m.ff, m.d}, 0.09f);

@@ -18,6 +18,7 @@
 
 #include <initializer_list>
 
+#include "backend/cuda/act_q16.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/warp_stream.cuh"
 
@@ -140,6 +141,84 @@ __device__ __forceinline__ void run_dot(const uint8_t* row, int q, const float4*
         if (t < nx) acc[t] += dot8(v, t, j);
     }
   }
+}
+
+// Activations as 16-bit integers (act_q16.cuh) for rows of K-quants with a scale and
+// minimum per run (Q4_K, Q5_K): a lane takes a 64-element chunk, whose two runs'
+// codes share their bytes, and meets them with DP4A.
+template <DType T>
+inline constexpr bool kQ16Chunks = T == DType::Q4_K || T == DType::Q5_K;
+
+// An activation row in shared memory: the hi and lo words (uint4 chunks, 2 per run
+// of 32, swizzled as swizzled_chunk), each run's scale and s·Σ q.
+struct Q16Row {
+  uint4 *hi, *lo;
+  float *scale, *sum;
+  __device__ Q16Row(void* at, int d)
+      : hi(static_cast<uint4*>(at)), lo(hi + d / 16), scale(reinterpret_cast<float*>(lo + d / 16)), sum(scale + d / 32) {}
+  static constexpr size_t bytes(int d) { return static_cast<size_t>(d) * 2 + static_cast<size_t>(d) / 32 * 8; }
+};
+
+// Quantizes x {d} (d a multiple of 128) into `row`, one float4 per thread in turn for
+// threads [first, first + threads) of the block (whole warps).
+__device__ __forceinline__ void stage_q16_row(const float* x, int d, int first, int threads, const Q16Row& row) {
+  const auto* x4 = reinterpret_cast<const float4*>(x);
+  for (int i = threadIdx.x - first; i < d / 4; i += threads) {  // d / 4 is a multiple of 32: whole warps
+    float scale;
+    const Q16Words w = q16_quantize4(x4[i], scale);
+    int q = q16_sum4(w);
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    const int c = swizzled_chunk(i / 4) * 4 + i % 4;  // word of the swizzled chunks
+    reinterpret_cast<uint32_t*>(row.hi)[c] = w.hi;
+    reinterpret_cast<uint32_t*>(row.lo)[c] = w.lo;
+    if (i % 8 == 0) row.scale[i / 8] = scale, row.sum[i / 8] = scale * static_cast<float>(q);
+  }
+}
+
+// The codes of chunk j (elements 64j .. 64j + 63) of a Q4_K / Q5_K block as bytes:
+// run 2j in a, run 2j + 1 in b. The block is 16-byte aligned.
+template <DType T>
+__device__ __forceinline__ void k_chunk_codes(const uint8_t* block, int j, uint32_t (&a)[8], uint32_t (&b)[8]) {
+  constexpr int kQs = T == DType::Q4_K ? 16 : 48;
+  const auto* qs = reinterpret_cast<const uint4*>(block + kQs + 32 * j);
+  const uint4 q0 = qs[0], q1 = qs[1];
+  const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) a[i] = w[i] & 0x0F0F0F0Fu, b[i] = (w[i] >> 4) & 0x0F0F0F0Fu;
+  if constexpr (T == DType::Q5_K) {  // the fifth bits: bit r of byte l is element l of run r
+    const auto* qh = reinterpret_cast<const uint4*>(block + 16);
+    const uint4 h0 = qh[0], h1 = qh[1];
+    const uint32_t h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      a[i] |= ((h[i] >> (2 * j)) & 0x01010101u) << 4;
+      b[i] |= ((h[i] >> (2 * j + 1)) & 0x01010101u) << 4;
+    }
+  }
+}
+
+// Chunk c (elements 64c .. 64c + 63) of a Q4_K / Q5_K row in shared memory · x, one
+// run after the other (fewer live registers).
+template <DType T>
+__device__ __forceinline__ float chunk_dot_q16(const uint8_t* row, int c, const Q16Row& x) {
+  uint32_t codes[2][8];
+  k_chunk_codes<T>(row + (c / 4) * Dequant<T>::kBlockBytes, c % 4, codes[0], codes[1]);
+  float v = 0;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    uint32_t xh[8], xl[8];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {  // the run's two chunks
+      const uint4 h = x.hi[swizzled_chunk(4 * c + 2 * r + k)], l = x.lo[swizzled_chunk(4 * c + 2 * r + k)];
+      xh[4 * k] = h.x, xh[4 * k + 1] = h.y, xh[4 * k + 2] = h.z, xh[4 * k + 3] = h.w;
+      xl[4 * k] = l.x, xl[4 * k + 1] = l.y, xl[4 * k + 2] = l.z, xl[4 * k + 3] = l.w;
+    }
+    const KRun run = Dequant<T>::run(row, 64 * c + 32 * r);
+    const float dot = static_cast<float>(q16_dot<8>(codes[r], xh, xl));
+    v += run.dl * x.scale[2 * c + r] * dot - run.ml * x.sum[2 * c + r];
+  }
+  return v;
 }
 
 // Dot products of the block's rows [begin, end) (each `in` elements) with up to

@@ -102,9 +102,10 @@ struct GateUpParams {
   bool bulk;              // spans_bulk_copyable(): one bulk copy per span
 };
 
-// grid (ff / rows, k, n).
+// grid (ff / rows, k, n). On integers (kQ16Chunks) at most 64 registers: four blocks
+// per SM, as the float path has.
 template <DType T>
-__global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
+__global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1) moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
   extern __shared__ uint4 smem[];
   // Bulk copies: [gate, up] of each row when a warp takes a row (row_wise), else of all rows.
   __shared__ uint64_t bars[2 * kExpertWarps];
@@ -143,7 +144,9 @@ __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __gri
       }
     }
 #endif
-  } else {  // the others stage x meanwhile
+  } else if (kQ16Chunks<T> && row_wise) {  // the others stage x meanwhile
+    stage_q16_row(p.x + static_cast<int64_t>(t) * p.d, p.d, 32, blockDim.x - 32, Q16Row(xs, p.d));
+  } else {
     const auto* x = reinterpret_cast<const float4*>(p.x + static_cast<int64_t>(t) * p.d);
     for (int c = threadIdx.x - 32; c < p.d / 4; c += blockDim.x - 32) xs[swizzled_chunk(c)] = x[c];
   }
@@ -161,6 +164,25 @@ __global__ void __launch_bounds__(kExpertThreads) moe_gate_up_kernel(const __gri
     up = stage_span(sm + p.span_slot, p.up + first_byte(e), bytes);
     cp_async_commit();
   }
+#if __CUDA_ARCH__ >= 900
+  if constexpr (kQ16Chunks<T>) {
+    if (row_wise) {  // as below, on integers
+      const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+      if (w >= nr) return;
+      const Q16Row xq(xs, p.d);
+      float v[2];
+      for (int h = 0; h < 2; ++h) {
+        mbarrier_wait(&bars[2 * w + h], 0);
+        const uint8_t* row = sm + h * p.span_slot + w * p.row_bytes;
+        float acc = 0;
+        for (int c = lane; c < p.d / 64; c += 32) acc += chunk_dot_q16<T>(row, c, xq);
+        v[h] = warp_sum(acc);
+      }
+      if (lane == 0) act[w] = silu(v[0]) * v[1];
+      return;
+    }
+  }
+#endif
   float* sums = reinterpret_cast<float*>(xs + p.d / 4);  // [gate rows, up rows]
   float* xsum = sums + 2 * p.rows;                       // [d / 32] with run scales
   if constexpr (kHasRunScales<T>) stage_run_sums(xs, 1, p.d / 32, xsum);
