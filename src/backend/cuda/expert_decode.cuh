@@ -155,7 +155,10 @@ struct Q16Row {
   uint4 *hi, *lo;
   float *scale, *sum;
   __device__ Q16Row(void* at, int d)
-      : hi(static_cast<uint4*>(at)), lo(hi + d / 16), scale(reinterpret_cast<float*>(lo + d / 16)), sum(scale + d / 32) {}
+      : hi(static_cast<uint4*>(at)),
+        lo(hi + d / 16),
+        scale(reinterpret_cast<float*>(lo + d / 16)),
+        sum(scale + d / 32) {}
   static constexpr size_t bytes(int d) { return static_cast<size_t>(d) * 2 + static_cast<size_t>(d) / 32 * 8; }
 };
 

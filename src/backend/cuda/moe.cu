@@ -105,7 +105,8 @@ struct GateUpParams {
 // grid (ff / rows, k, n). On integers (kQ16Chunks) at most 64 registers: four blocks
 // per SM, as the float path has.
 template <DType T>
-__global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1) moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
+__global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1)
+    moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
   extern __shared__ uint4 smem[];
   // Bulk copies: [gate, up] of each row when a warp takes a row (row_wise), else of all rows.
   __shared__ uint64_t bars[2 * kExpertWarps];
@@ -164,31 +165,14 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1) moe_gat
     up = stage_span(sm + p.span_slot, p.up + first_byte(e), bytes);
     cp_async_commit();
   }
-#if __CUDA_ARCH__ >= 900
-  if constexpr (kQ16Chunks<T>) {
-    if (row_wise) {  // as below, on integers
-      const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-      if (w >= nr) return;
-      const Q16Row xq(xs, p.d);
-      float v[2];
-      for (int h = 0; h < 2; ++h) {
-        mbarrier_wait(&bars[2 * w + h], 0);
-        const uint8_t* row = sm + h * p.span_slot + w * p.row_bytes;
-        float acc = 0;
-        for (int c = lane; c < p.d / 64; c += 32) acc += chunk_dot_q16<T>(row, c, xq);
-        v[h] = warp_sum(acc);
-      }
-      if (lane == 0) act[w] = silu(v[0]) * v[1];
-      return;
-    }
-  }
-#endif
   float* sums = reinterpret_cast<float*>(xs + p.d / 4);  // [gate rows, up rows]
   float* xsum = sums + 2 * p.rows;                       // [d / 32] with run scales
-  if constexpr (kHasRunScales<T>) stage_run_sums(xs, 1, p.d / 32, xsum);
+  // Row-wise on integers, x and its run sums were staged as a Q16Row.
+  if constexpr (kHasRunScales<T>)
+    if (!(kQ16Chunks<T> && row_wise)) stage_run_sums(xs, 1, p.d / 32, xsum);
 #if __CUDA_ARCH__ >= 900
   if (row_wise) {
-    __syncthreads();  // the run sums
+    if constexpr (!kQ16Chunks<T>) __syncthreads();  // the run sums
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (w >= nr) return;
     float v[2];
@@ -196,7 +180,11 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1) moe_gat
       mbarrier_wait(&bars[2 * w + h], 0);
       const uint8_t* row = sm + h * p.span_slot + w * p.row_bytes;
       float acc[1] = {0};
-      for (int q = lane; q < p.d / 32; q += 32) run_dot<T, 1>(row, q, xs, xsum, 0, 1, acc);
+      if constexpr (kQ16Chunks<T>) {
+        for (int c = lane; c < p.d / 64; c += 32) acc[0] += chunk_dot_q16<T>(row, c, Q16Row(xs, p.d));
+      } else {
+        for (int q = lane; q < p.d / 32; q += 32) run_dot<T, 1>(row, q, xs, xsum, 0, 1, acc);
+      }
       v[h] = warp_sum(acc[0]);
     }
     if (lane == 0) act[w] = silu(v[0]) * v[1];
