@@ -162,14 +162,17 @@ RequestOptions request(const std::vector<int32_t>& prompt, uint64_t seed, int64_
   return r;
 }
 
-std::vector<Outcome> serve(Model& m, Backend& be, const EngineOptions& opt,
-                           const std::vector<std::vector<int32_t>>& prompts, int64_t max_tokens, bool one_at_a_time) {
+// Requests make_request(0 .. count - 1) through one engine, each waited for before the
+// next is submitted when one_at_a_time; their outcomes in order.
+template <class MakeRequest>
+std::vector<Outcome> serve(Model& m, Backend& be, const EngineOptions& opt, size_t count,
+                           const MakeRequest& make_request, bool one_at_a_time) {
   Engine engine(m, be, opt);
   std::vector<std::unique_ptr<Collector>> cs;
   std::vector<Outcome> out;
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     cs.push_back(std::make_unique<Collector>());
-    engine.submit(request(prompts[i], i % 3 == 0 ? 0 : 100 + i, max_tokens), cs.back()->callbacks());
+    engine.submit(make_request(i), cs.back()->callbacks());
     if (one_at_a_time) out.push_back(cs.back()->wait());
   }
   if (!one_at_a_time)
@@ -191,10 +194,11 @@ TEST_P(EngineTest, ConcurrentEqualsOneAtATime) {
   opt.prefix_block = 16;
   opt.step_tokens = 40;
   opt.prefix_cache_bytes = 0;
-  const auto alone = serve(*l.model, *l.backend, opt, prompts, 12, true);
-  const auto together = serve(*l.model, *l.backend, opt, prompts, 12, false);
+  const auto mixed = [&](size_t i) { return request(prompts[i], i % 3 == 0 ? 0 : 100 + i, 12); };
+  const auto alone = serve(*l.model, *l.backend, opt, prompts.size(), mixed, true);
+  const auto together = serve(*l.model, *l.backend, opt, prompts.size(), mixed, false);
   opt.prefix_cache_bytes = 64 << 20;
-  const auto cached = serve(*l.model, *l.backend, opt, prompts, 12, false);
+  const auto cached = serve(*l.model, *l.backend, opt, prompts.size(), mixed, false);
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(alone[i].reason, FinishReason::Length);
     EXPECT_EQ(alone[i].tokens.size(), 12u);
@@ -311,17 +315,12 @@ TEST_P(EngineTest, GreedyOnTheBackendEqualsTheHostChain) {
   opt.step_tokens = 40;
   opt.prefix_cache_bytes = 0;
   const auto run = [&](bool host_rows) {
-    Engine engine(*l.model, *l.backend, opt);
-    std::vector<std::unique_ptr<Collector>> cs;
-    for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto make = [&](size_t i) {
       RequestOptions r = request(prompts[i], i == 3 ? 42 : 0, 10);  // request 3 samples
       r.top_logprobs = host_rows || i == 3 ? 0 : -1;                 // logprobs need the row
-      cs.push_back(std::make_unique<Collector>());
-      engine.submit(std::move(r), cs.back()->callbacks());
-    }
-    std::vector<Outcome> out;
-    for (auto& c : cs) out.push_back(c->wait());
-    return out;
+      return r;
+    };
+    return serve(*l.model, *l.backend, opt, prompts.size(), make, false);
   };
   const auto host = run(true), mixed = run(false);
   for (size_t i = 0; i < prompts.size(); ++i) {
