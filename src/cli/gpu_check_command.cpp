@@ -436,7 +436,7 @@ void check_attention_prefill(Checker& c) {
     c.gpu().attention_gated(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, gate.gpu, y.gpu);
     c.report("attention_gated " + name, c.rel_err(y), tol);
   };
-  for (const Case cs : {Case{256, 16, 2}, Case{128, 4, 4}, Case{64, 16, 2}, Case{128, 6, 2}})
+  for (const Case cs : {Case{256, 16, 2}, Case{128, 4, 4}, Case{64, 16, 2}, Case{128, 6, 2}, Case{32, 8, 2}})
     for (int64_t past : {0, 3000})
       for (int64_t n : {1, 5, 32, 100, 1000}) run(cs, past, n, past + n + 13);
   for (const Case cs : {Case{256, 16, 2}, Case{128, 6, 2}}) {

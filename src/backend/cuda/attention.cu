@@ -3,31 +3,43 @@
 // an online softmax for all the query heads of the KV head's group (up to
 // kMaxGroup of them) and writes a partial (max, sum, weighted V) per head; a second
 // kernel merges the partials and applies the output gate. Each K/V row is read once
-// per group rather than once per query head, in 16-byte loads: the decode step at
-// depth is a stream over the cache. The grid depends on the cache size only, never
-// on the positions (which live on the device), so a captured decode step replays
-// at any position: each block finds its chunk from its query's position (chunk_of),
-// and blocks past the position exit at once.
+// per group rather than once per query head: the decode step at depth is a stream
+// over the cache. The grid depends on the cache size only, never on the positions
+// (which live on the device), so a captured decode step replays at any position:
+// each block finds its chunk from its query's position (chunk_of), and blocks past
+// the position exit at once.
+//
+// The products run on tensor cores (mma m16n8k16, f16 in, f32 accumulate). The
+// group's heads are the rows of a 16-row tile twice over: rows 0-7 hold each head's
+// query in f16 and rows 8-15 the f16 of what that rounding lost, so a head's score
+// is the sum of its two rows and keeps about 22 bits of q (K is exactly f16). P V
+// takes the same shape: rows 0-7 hold the probabilities in f16, rows 8-15 their
+// rest. The split costs no extra products, since a group has at most 8 heads.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_f16.cuh"
 
 namespace zinc::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kMaxHeadDim = 256;
-constexpr int kMaxGroup = 8;     // query heads per block
-constexpr int kTile = 4;         // keys in flight per lane group and step
+constexpr int kMaxGroup = 8;     // query heads per block: rows 0-7 of the tile
+constexpr int kTileKeys = 16;    // keys per warp tile: the m16n8k16 k of P V
+constexpr int kStages = 2;       // tiles of a warp in flight (its own ring)
 constexpr int kMaxSplits = 512;  // chunks of one cache (the merge keeps their weights in shared memory)
-constexpr int kMinChunk = 64;    // keys per chunk, at least (and a multiple of it)
-constexpr int kRoundKeys = 32;   // keys per round of a chunk: two rounds' rows are in shared memory
+constexpr int kRoundKeys = kWarps * kTileKeys;  // a chunk is whole rounds of the block's warps
+constexpr int kMinChunk = kRoundKeys;
 constexpr int kMergeWarps = 8;
-constexpr int kMergeDims = 64;   // dims per merge block: 2 per lane
+constexpr int kMergeDims = 64;  // dims per merge block: 2 per lane
+constexpr float kLog2e = 1.4426950408889634f;
 
 struct AttentionParams {
   const float* q;      // {D, Hq, n}
@@ -46,14 +58,29 @@ int head_blocks_for(const AttentionShape& s) {
   return static_cast<int>(ceil_div(s.n_head / s.n_head_kv, int64_t{kMaxGroup}));
 }
 
-int resident_split_blocks();
+// Shared memory of a split block: each warp's ring of K and V tiles (rows padded by
+// 16 bytes so that ldmatrix's rows hit distinct banks), then the query fragments.
+template <int D>
+struct SplitSmem {
+  __half k[kWarps][kStages][kTileKeys][D + 8];
+  __half v[kWarps][kStages][kTileKeys][D + 8];
+  uint4 q[D / 16][32];  // the A fragment of k-step kk for each lane
+};
+// After the keys: each warp's softmax state and unnormalized outputs (in the rings' place).
+template <int D>
+struct SplitCombine {
+  float m[kWarps][kMaxGroup], l[kWarps][kMaxGroup];
+  float o[kWarps][kMaxGroup][D];
+};
+
+int resident_split_blocks(int64_t head_dim);
 
 // The grid: one wave of blocks on the GPU (a block past the first wave could not
 // start copying its rows while the kernel before it runs), and no more than the
 // cache has chunks of kMinChunk keys.
 int splits_for(const AttentionShape& s) {
   const int64_t others = s.n_head_kv * head_blocks_for(s) * s.n_tokens;
-  const int64_t max_splits = std::clamp<int64_t>(resident_split_blocks() / others, 1, kMaxSplits);
+  const int64_t max_splits = std::clamp<int64_t>(resident_split_blocks(s.head_dim) / others, 1, kMaxSplits);
   return static_cast<int>(std::clamp<int64_t>((s.n_ctx + kMinChunk - 1) / kMinChunk, 1, max_splits));
 }
 
@@ -66,34 +93,19 @@ __device__ __forceinline__ int chunk_of(const AttentionParams& p, int len) {
   return max(kMinChunk, (c + kRoundKeys - 1) / kRoundKeys * kRoundKeys);
 }
 
-__device__ __forceinline__ void widen8(const uint4& raw, float (&f)[8]) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __half22float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
-  }
-}
-
-// A warp takes every kWarps-th key of the chunk, each lane holding 8 dims of a row
-// (lanes past D idle), and loads the kTile keys of a step before using any. Heads
-// below 256 dims leave lanes idle; lanes splitting a warp between keys would need
-// warp-uniform loop bounds for the shuffles.
-//
-// The chunk goes in rounds of kRoundKeys keys. The first two rounds' rows are copied
-// to shared memory before the kernel waits for the previous one (attention_prepare,
-// which writes only the batch's own rows), so they stream in while that kernel
-// runs; later rounds (chunks longer than two rounds) and the batch's own rows are
-// read from the cache, a tile of keys in flight per warp.
-__global__ void __launch_bounds__(32 * kWarps) attention_split_kernel(const __grid_constant__ AttentionParams p) {
-  extern __shared__ uint4 kv_stage[];  // two rounds of K rows, then two of V rows
-  __shared__ float m_sh[kWarps][kMaxGroup], l_sh[kWarps][kMaxGroup];
-  __shared__ float acc_sh[kWarps][kMaxGroup][kMaxHeadDim];
+// Warp w takes tiles w, w + kWarps, ... of 16 keys of the block's chunk [s0, s1),
+// each through its own ring of kStages slots filled with 16-byte cp.async copies, so
+// no warp waits for another until the end. The first kStages tiles are copied before
+// the kernel waits for the previous one (attention_prepare, which writes only the
+// batch's own rows, from `fresh` on): those rows follow after the wait.
+template <int D>
+__global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const __grid_constant__ AttentionParams p) {
+  extern __shared__ uint4 smem_raw[];
+  static_assert(sizeof(SplitCombine<D>) <= sizeof(SplitSmem<D>));
+  auto& sh = *reinterpret_cast<SplitSmem<D>*>(smem_raw);
   const int split = blockIdx.x, t = blockIdx.z;
   const int G = p.Hq / p.Hkv, kvh = blockIdx.y / p.head_blocks;
   const int h0 = kvh * G + blockIdx.y % p.head_blocks * kMaxGroup, heads = min(kMaxGroup, (kvh + 1) * G - h0);
-  // Rows from the batch's first position on are written by the previous kernel; the
-  // positions themselves were written by the host before the step.
   int fresh = p.pos[t];
   for (int u = 0; u < p.n; ++u) fresh = min(fresh, p.pos[u]);
   const int len = min(p.pos[t] + 1, p.n_ctx);
@@ -103,135 +115,144 @@ __global__ void __launch_bounds__(32 * kWarps) attention_split_kernel(const __gr
     return;
   }
   const int s1 = min(s0 + chunk, len);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, d0 = lane * 8;
-  const bool dims = d0 < p.D;
-  const int64_t row_stride = static_cast<int64_t>(p.Hkv) * p.D;
-  __half* k_s = reinterpret_cast<__half*>(kv_stage);  // [2][kRoundKeys][D]
-  __half* v_s = k_s + 2 * kRoundKeys * p.D;
-  const int rounds = (s1 - s0 + kRoundKeys - 1) / kRoundKeys;
-  // Copies round r's old rows into buffer r (a warp per row, a lane per 16 bytes).
-  const auto stage_round = [&](int r) {
-    const int a = s0 + r * kRoundKeys, b = min(min(s1, fresh), a + kRoundKeys), n_rows = max(b - a, 0);
-    for (int row = warp; row < 2 * n_rows; row += kWarps) {
-      const bool is_v = row >= n_rows;
-      const int key = a + (is_v ? row - n_rows : row);
-      if (lane < p.D / 8)
-        cp_async16((is_v ? v_s : k_s) + (r * kRoundKeys + key - a) * p.D + lane * 8,
-                   (is_v ? p.vc : p.kc) + key * row_stride + kvh * p.D + lane * 8);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, qg = lane / 4, qc = lane % 4;
+  const int tiles = ((s1 - s0 + kTileKeys - 1) / kTileKeys - warp + kWarps - 1) / kWarps;  // this warp's
+  const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
+  const __half* kc = p.kc + kvh * D;
+  const __half* vc = p.vc + kvh * D;
+
+  // Copies the rows of the warp's tile i that are older than `fresh` (old) or not;
+  // rows past the chunk repeat its last key (finite values, masked below).
+  constexpr int kVecs = D / 8;  // 16-byte pieces per row
+  const auto issue = [&](int i, bool old) {
+    if (i >= tiles) return;
+    const int base = s0 + (warp + i * kWarps) * kTileKeys;
+#pragma unroll 4
+    for (int e = lane; e < kTileKeys * kVecs; e += 32) {
+      const int r = e / kVecs, c = e % kVecs * 8, key = min(base + r, s1 - 1);
+      if ((key < fresh) != old) continue;
+      cp_async16(&sh.k[warp][i % kStages][r][c], kc + key * row_stride + c);
+      cp_async16(&sh.v[warp][i % kStages][r][c], vc + key * row_stride + c);
     }
-    cp_async_commit();
   };
-  stage_round(0);
-  stage_round(1);
+#pragma unroll
+  for (int i = 0; i < kStages; ++i) {
+    issue(i, true);
+    cp_async_commit();
+  }
   pdl_begin();
-
-  float q[kMaxGroup][8], acc[kMaxGroup][8], m[kMaxGroup], l[kMaxGroup];
+  // The warp's first tiles may hold the batch's own rows (only the block of the last chunk).
+  bool has_fresh = false;
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    const bool on = g < heads && dims;
-    const float* qh = p.q + (static_cast<int64_t>(t) * p.Hq + h0 + g) * p.D + d0;
-    const float4 a = on ? *reinterpret_cast<const float4*>(qh) : make_float4(0, 0, 0, 0);
-    const float4 b = on ? *reinterpret_cast<const float4*>(qh + 4) : make_float4(0, 0, 0, 0);
-    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[g][i] = v[i] * p.scale, acc[g][i] = 0;
-    m[g] = -FLT_MAX, l[g] = 0;
+  for (int i = 0; i < kStages; ++i) {
+    const int base = s0 + (warp + i * kWarps) * kTileKeys;
+    has_fresh |= i < tiles && min(base + kTileKeys, s1) > fresh;
+    issue(i, false);
   }
+  cp_async_commit();
 
-  for (int r = 0; r < rounds; ++r) {
-    const int k0 = s0 + r * kRoundKeys, k1 = min(s1, k0 + kRoundKeys);
-    const __half* kb = k_s + min(r, 1) * kRoundKeys * p.D;
-    const __half* vb = v_s + min(r, 1) * kRoundKeys * p.D;
-    if (r < 2) {  // staged rounds
-      r == 0 ? cp_async_wait<1>() : cp_async_wait<0>();
-      __syncthreads();
+  // The query fragments, pre-scaled so that the softmax can use exp2: lane (qg, qc)
+  // holds rows qg (f16) and qg + 8 (rest) at dims 2qc, 2qc + 1 and 8 more.
+  for (int e = threadIdx.x; e < D / 16 * 32; e += 32 * kWarps) {
+    const int kk = e / 32, g = e % 32 / 4, c = kk * 16 + e % 4 * 2;
+    float2 a = make_float2(0, 0), b = make_float2(0, 0);
+    if (g < heads) {
+      const float* qh = p.q + (static_cast<int64_t>(t) * p.Hq + h0 + g) * D + c;
+      a = *reinterpret_cast<const float2*>(qh);
+      b = *reinterpret_cast<const float2*>(qh + 8);
     }
-    for (int s = k0 + warp; s < k1; s += kWarps * kTile) {
-      uint4 kr[kTile], vr[kTile];
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-        const int key = s + i * kWarps;
-        kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
-        if (key < k1 && dims && r < 2 && key < fresh) {
-          kr[i] = *reinterpret_cast<const uint4*>(kb + (key - k0) * p.D + d0);
-          vr[i] = *reinterpret_cast<const uint4*>(vb + (key - k0) * p.D + d0);
-        } else if (key < k1 && dims) {
-          const int64_t at = key * row_stride + kvh * p.D + d0;
-          kr[i] = __ldg(reinterpret_cast<const uint4*>(p.kc + at));
-          vr[i] = __ldg(reinterpret_cast<const uint4*>(p.vc + at));
-        }
-      }
-      float sc[kTile][kMaxGroup];
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-        float k[8];
-        widen8(kr[i], k);
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-          float d = 0;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) d += q[g][e] * k[e];
-          sc[i][g] = d;
-        }
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int i = 0; i < kTile; ++i)
-#pragma unroll
-          for (int g = 0; g < kMaxGroup; ++g) sc[i][g] += __shfl_xor_sync(0xffffffffu, sc[i][g], o);
-      float v[kTile][8];
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) widen8(vr[i], v[i]);
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        float tile_max = sc[0][g];  // key s itself is always in range
-#pragma unroll
-        for (int i = 1; i < kTile; ++i)
-          if (s + i * kWarps < k1) tile_max = fmaxf(tile_max, sc[i][g]);
-        const float m_new = fmaxf(m[g], tile_max), corr = __expf(m[g] - m_new);
-        float pr[kTile];
-#pragma unroll
-        for (int i = 0; i < kTile; ++i) pr[i] = s + i * kWarps < k1 ? __expf(sc[i][g] - m_new) : 0.0f;
-        float tile_sum = 0;
-#pragma unroll
-        for (int i = 0; i < kTile; ++i) tile_sum += pr[i];
-        l[g] = l[g] * corr + tile_sum;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          float a = acc[g][e] * corr;
-#pragma unroll
-          for (int i = 0; i < kTile; ++i) a += pr[i] * v[i][e];
-          acc[g][e] = a;
-        }
-        m[g] = m_new;
-      }
-    }
+    const float f = p.scale * kLog2e;
+    a.x *= f, a.y *= f, b.x *= f, b.y *= f;
+    const uint32_t ah = pack_half2(a.x, a.y), bh = pack_half2(b.x, b.y);
+    sh.q[kk][e % 32] = make_uint4(ah, pack_half2_rest(a.x, a.y, ah), bh, pack_half2_rest(b.x, b.y, bh));
   }
-
-  // Combine the warps' partial softmaxes.
-  if (lane == 0)
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) m_sh[warp][g] = m[g], l_sh[warp][g] = l[g];
-  if (dims)
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc_sh[warp][g][d0 + e] = acc[g][e];
   __syncthreads();
-  for (int i = threadIdx.x; i < heads * p.D; i += blockDim.x) {
-    const int g = i / p.D, d = i % p.D;
+
+  float acc[D / 8][4] = {};
+  float m_run = -INFINITY, l_run = 0;  // head qg's, over this warp's keys (l: this lane's part)
+  for (int i = 0; i < tiles; ++i) {
+    if (i == 0 && has_fresh) cp_async_wait<0>();
+    else if (i < kStages) cp_async_wait<kStages>();
+    else cp_async_wait<kStages - 1>();
+    __syncwarp();
+    const int slot = i % kStages, base = s0 + (warp + i * kWarps) * kTileKeys;
+
+    // S = Q Kᵀ: two n-tiles of 8 keys; a head's score is its row plus its rest's.
+    float s[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint4 qa = sh.q[kk][lane];
+      const uint32_t a[4] = {qa.x, qa.y, qa.z, qa.w};
+      uint32_t b[4];
+      ldmatrix_x4(b, &sh.k[warp][slot][(lane & 7) + ((lane >> 4) << 3)][kk * 16 + ((lane >> 3) & 1) * 8]);
+      mma_f16(s[0], a, b[0], b[1]);
+      mma_f16(s[1], a, b[2], b[3]);
+    }
+    float sc[2][2], tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = base + 8 * j + 2 * qc + e;
+        sc[j][e] = key < s1 ? s[j][e] + s[j][e + 2] : -INFINITY;
+        tile_max = fmaxf(tile_max, sc[j][e]);
+      }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m_run, tile_max), corr = exp2f(m_run - m_new);  // key `base` is in range
+    m_run = m_new;
+    l_run *= corr;
+    uint32_t pa[4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float p0 = exp2f(sc[j][0] - m_new), p1 = exp2f(sc[j][1] - m_new);
+      l_run += p0 + p1;
+      pa[2 * j] = pack_half2(p0, p1);
+      pa[2 * j + 1] = pack_half2_rest(p0, p1, pa[2 * j]);
+    }
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] *= corr;
+    // O += P V (rows 0-7 the probabilities' f16, rows 8-15 their rest).
+#pragma unroll
+    for (int d0 = 0; d0 < D; d0 += 16) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, &sh.v[warp][slot][(lane & 7) + ((lane >> 3) & 1) * 8][d0 + (lane >> 4) * 8]);
+      mma_f16(acc[d0 / 8], pa, b[0], b[1]);
+      mma_f16(acc[d0 / 8 + 1], pa, b[2], b[3]);
+    }
+    __syncwarp();  // every lane is done with the slot
+    issue(i + kStages, true);
+    issue(i + kStages, false);
+    cp_async_commit();
+  }
+
+  // Combine the warps' partial softmaxes (in the rings' place).
+  cp_async_wait<0>();
+  __syncthreads();
+  auto& cb = *reinterpret_cast<SplitCombine<D>*>(smem_raw);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  if (qc == 0) cb.m[warp][qg] = m_run * (1.0f / kLog2e), cb.l[warp][qg] = l_run;  // natural-log units
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+    *reinterpret_cast<float2*>(&cb.o[warp][qg][8 * j + 2 * qc]) =
+        make_float2(acc[j][0] + acc[j][2], acc[j][1] + acc[j][3]);
+  __syncthreads();
+  for (int i = threadIdx.x; i < heads * D; i += blockDim.x) {
+    const int g = i / D, d = i % D;
     float mx = -FLT_MAX;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_sh[w][g]);
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, cb.m[w][g]);
     float a = 0, sum = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float f = __expf(m_sh[w][g] - mx);
-      a += acc_sh[w][g][d] * f;
-      sum += l_sh[w][g] * f;
+      const float f = __expf(cb.m[w][g] - mx);  // 0 for a warp without keys
+      a += cb.o[w][g][d] * f;
+      sum += cb.l[w][g] * f;
     }
-    float* out = p.partials + ((static_cast<int64_t>(t) * p.Hq + h0 + g) * p.splits + split) * (p.D + 2);
+    float* out = p.partials + ((static_cast<int64_t>(t) * p.Hq + h0 + g) * p.splits + split) * (D + 2);
     if (d == 0) out[0] = mx, out[1] = sum;
     out[2 + d] = a;
   }
@@ -317,11 +338,27 @@ __global__ void kv_store_kernel(const float* k, const float* v, __half* kc, __ha
   }
 }
 
-// Dynamic shared memory of a split block: two rounds of K rows and of V rows.
-constexpr size_t split_stage_bytes(int64_t D) { return 2 * 2 * kRoundKeys * D * sizeof(__half); }
+template <int D>
+int resident_split_blocks_for() {
+  static const int blocks = resident_blocks(attention_split_kernel<D>, 32 * kWarps, sizeof(SplitSmem<D>));
+  return blocks;
+}
 
-int resident_split_blocks() {
-  static const int blocks = resident_blocks(attention_split_kernel, 32 * kWarps, split_stage_bytes(kMaxHeadDim));
+// Head sizes of the split kernel: those of the supported models and their tiny tests.
+template <class F>
+void dispatch_head_dim(int64_t head_dim, F&& f) {
+  switch (head_dim) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    case 256: return f(std::integral_constant<int, 256>{});
+    default: throw std::invalid_argument("cuda attention: head_dim must be 32, 64, 128 or 256");
+  }
+}
+
+int resident_split_blocks(int64_t head_dim) {
+  int blocks = 0;
+  dispatch_head_dim(head_dim, [&](auto d) { blocks = resident_split_blocks_for<decltype(d)::value>(); });
   return blocks;
 }
 
@@ -335,7 +372,9 @@ void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cac
   ZINC_CUDA_LAUNCHED("kv_store");
 }
 
-bool attention_split_supported(const AttentionShape& s) { return s.head_dim % 8 == 0 && s.head_dim <= kMaxHeadDim; }
+bool attention_split_supported(const AttentionShape& s) {
+  return s.head_dim == 32 || s.head_dim == 64 || s.head_dim == 128 || s.head_dim == 256;
+}
 
 size_t attention_partials_floats(const AttentionShape& s) {
   const int64_t splits = splits_for(s);
@@ -344,7 +383,6 @@ size_t attention_partials_floats(const AttentionShape& s) {
 
 void attention(const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
                const int32_t* pos, float scale, const float* gate, float* partials, float* y, cudaStream_t st) {
-  if (!attention_split_supported(s)) throw std::invalid_argument("cuda attention: head_dim must be a multiple of 8 up to 256");
   const AttentionParams p{q,
                           reinterpret_cast<const __half*>(k_cache),
                           reinterpret_cast<const __half*>(v_cache),
@@ -361,8 +399,11 @@ void attention(const AttentionShape& s, const float* q, const uint16_t* k_cache,
                           splits_for(s),
                           head_blocks_for(s)};
   const dim3 grid(p.splits, p.Hkv * p.head_blocks, p.n);
-  resident_split_blocks();  // also allows the kernel its shared memory
-  launch_pdl_smem(attention_split_kernel, grid, 32 * kWarps, split_stage_bytes(p.D), st, p);
+  dispatch_head_dim(s.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    resident_split_blocks_for<D>();  // also allows the kernel its shared memory
+    launch_pdl_smem(attention_split_kernel<D>, grid, 32 * kWarps, sizeof(SplitSmem<D>), st, p);
+  });
   ZINC_CUDA_LAUNCHED("attention_split");
   launch_pdl(attention_merge_kernel, dim3(p.Hq, p.n, ceil_div(p.D, kMergeDims)), 32 * kMergeWarps, st, p);
   ZINC_CUDA_LAUNCHED("attention_merge");

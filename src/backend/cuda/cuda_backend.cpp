@@ -715,7 +715,7 @@ class CudaBackend final : public Backend {
       });
       return;
     }
-    check(cuda::attention_split_supported(sh), "attention", "head_dim must be a multiple of 8 up to 256");
+    check(cuda::attention_split_supported(sh), "attention", "head_dim must be 32, 64, 128 or 256");
     float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh) * sizeof(float)));
     submit(key, [=](cudaStream_t s) {
       cuda::attention(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),

@@ -107,7 +107,7 @@ struct AttentionShape {
 void attention_prepare(const AttentionShape& shape, const float* qp, const float* k, const float* v,
                        const float* q_norm, const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope,
                        float* q, float* gate, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s);
-// The split-KV form (decode, any token count): head_dim a multiple of 8 up to 256.
+// The split-KV form (decode, any token count): head_dim 32, 64, 128 or 256.
 // Needs attention_partials_floats() floats of `partials`; gate {D, Hq, n} or null
 // (y *= sigmoid(gate)).
 bool attention_split_supported(const AttentionShape& shape);

@@ -17,6 +17,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/mma_f16.cuh"
 
 namespace zinc::cuda::mma {
 
@@ -55,12 +56,6 @@ __device__ __forceinline__ void split8(float* v, uint4& hi, uint4& lo) {
   lo = pack8(v);
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
