@@ -105,29 +105,34 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   pdl_wait();
   pdl_launch_dependents();
 
-  // ---- conv + SiLU of this block's channels, gates ----
+  // ---- what the previous kernels wrote, all loads issued before any arithmetic ----
+  float cur[kChannelsPerThread][kMaxTokens];
+#pragma unroll
+  for (int u = 0; u < kChannelsPerThread; ++u)
+#pragma unroll
+    for (int t = 0; t < kMaxTokens; ++t) cur[u][t] = chan[u] >= 0 && t < p.n ? p.qkv[t * C + chan[u]] : 0.0f;
   const float zv = to < p.n ? p.z[(static_cast<int64_t>(to) * p.H + h) * p.dv + j] : 0.0f;
+  const int64_t gate_at = static_cast<int64_t>(tid) * p.H + h;
+  const float a_in = tid < p.n ? p.a[gate_at] : 0.0f, b_in = tid < p.n ? p.b[gate_at] : 0.0f;
+
+  // ---- gates, conv + SiLU of this block's channels ----
   if (tid < p.n) {
-    const int64_t i = static_cast<int64_t>(tid) * p.H + h;
-    const float x = p.a[i] + dt_bias;
+    const float x = a_in + dt_bias;
     const float softplus = x > 20.0f ? x : log1pf(expf(x));  // torch's threshold
     decay_s[tid] = expf(softplus * a_neg);
-    beta_s[tid] = 1.0f / (1.0f + expf(-p.b[i]));
+    beta_s[tid] = 1.0f / (1.0f + expf(-b_in));
   }
 #pragma unroll
   for (int u = 0; u < kChannelsPerThread; ++u) {
-    float cur[kMaxTokens];
-#pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) cur[t] = chan[u] >= 0 && t < p.n ? p.qkv[t * C + chan[u]] : 0.0f;
 #pragma unroll
     for (int t = 0; t < kMaxTokens; ++t) {
       if (chan[u] < 0 || t >= p.n) continue;
-      float acc = wk[u][kConvKernel - 1] * cur[t];  // the newest input multiplies the last tap
+      float acc = wk[u][kConvKernel - 1] * cur[u][t];  // the newest input multiplies the last tap
 #pragma unroll
       for (int k = 0; k < kConvKernel - 1; ++k) acc += wk[u][k] * hist[u][k];
 #pragma unroll
       for (int k = 0; k < kConvKernel - 2; ++k) hist[u][k] = hist[u][k + 1];
-      hist[u][kConvKernel - 2] = cur[t];
+      hist[u][kConvKernel - 2] = cur[u][t];
       qkv_s[t][tid + u * kThreads] = acc / (1.0f + expf(-acc));
     }
   }
