@@ -72,6 +72,7 @@ struct Engine::Impl {
     if (o.prefix_cache_bytes > 0) cache = std::make_unique<PrefixCache>(o.prefix_block, o.prefix_cache_bytes);
     slots.resize(static_cast<size_t>(o.n_parallel));
     for (Slot& s : slots) s.seq = model.new_sequence(o.n_ctx);
+    next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
     thread = std::thread([this] { run(); });
   }
 
@@ -151,6 +152,7 @@ struct Engine::Impl {
       for (auto& r : admitted) admit(std::move(r));
       step();
     }
+    if (ahead) backend.wait_read(ahead->ticket);
     for (Slot& s : slots)
       if (s.request) finish(s, FinishReason::Cancelled, "");
     std::deque<std::unique_ptr<Request>> rest;
@@ -190,6 +192,7 @@ struct Engine::Impl {
 
   // One forward pass over every active sequence.
   void step() {
+    if (ahead) return step_ahead();
     std::vector<Slot*> order;
     for (Slot& s : slots)
       if (s.request) order.push_back(&s);
@@ -218,6 +221,14 @@ struct Engine::Impl {
       chunks.push_back({&s->seq, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(p), static_cast<size_t>(n)),
                         wants_logits ? 1 : 0});
       members.push_back(s);
+    }
+    if (members.size() == order.size() && decodes_greedily(members)) {
+      try {
+        launch_greedy(chunks, members);
+      } catch (const std::exception& e) {
+        for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
+      }
+      return;
     }
     const int64_t V = model.n_vocab();
     // Output rows whose request picks the argmax of the raw logits (greedy, no
@@ -260,6 +271,98 @@ struct Engine::Impl {
     }
   }
 
+  // ---- greedy decoding one step ahead ----------------------------------------------
+  // When every active sequence decodes greedily (argmax on the backend), the engine
+  // queues step k + 1, fed on the backend with step k's argmax (next_ids), before it
+  // reads step k's tokens: the host's work for a step (reading, streaming, building
+  // the next batch) overlaps the step before on the device, as greedy_on_device() does.
+  // A sequence that ends at step k (end of generation, a stop, a cancel) has its row
+  // of step k + 1 dropped: its slot is reset when a request takes it again.
+  struct Ahead {
+    std::vector<Slot*> members;     // in batch order
+    std::vector<uint64_t> request;  // each member's request id when queued
+    std::vector<int32_t> ids;       // the step's tokens, once the read is done
+    uint64_t ticket = 0;
+  };
+
+  bool decodes_greedily(const std::vector<Slot*>& members) const {
+    return !members.empty() && std::all_of(members.begin(), members.end(), [](const Slot* s) {
+             return !s->prefilling() && picks_argmax(*s->request);
+           });
+  }
+
+  // Step k + 1 may be queued before step k's tokens are read: every member decodes
+  // greedily and step k ends none of them by length or context (whose step k + 1
+  // would be wasted, or would not fit), or has its state stored in the prefix cache
+  // (which must happen before step k + 1 changes it). n_past already counts step k.
+  bool can_run_ahead(const std::vector<Slot*>& members) const {
+    if (!decodes_greedily(members)) return false;
+    return std::none_of(members.begin(), members.end(), [&](const Slot* s) {
+      const int64_t past = s->seq.n_past;
+      return past + 1 >= s->seq.n_ctx || s->request->stats.generated_tokens + 1 >= s->request->options.max_tokens ||
+             (cache && past % options.prefix_block == 0);
+    });
+  }
+
+  // Queues one greedy step over the members (chunks: their one token each, or none
+  // when fed from next_ids) with its argmax into next_ids, and the read of its tokens.
+  void launch_greedy(const std::vector<SequenceChunk>& chunks, const std::vector<Slot*>& members) {
+    const Tensor logits = model.forward_batch(chunks);
+    Tensor ids = next_ids;
+    ids.ne[0] = static_cast<int64_t>(members.size());
+    backend.argmax(logits, ids);
+    auto a = std::make_unique<Ahead>();
+    a->members = members;
+    for (const Slot* s : members) a->request.push_back(s->request->id);
+    a->ids.resize(members.size());
+    a->ticket = backend.read_async(ids, a->ids.data(), a->ids.size() * sizeof(int32_t));
+    ahead = std::move(a);
+  }
+
+  // Step k is in flight: queue step k + 1 first when the batch stays as it is, then
+  // take step k's tokens.
+  void step_ahead() {
+    std::unique_ptr<Ahead> done = std::move(ahead);
+    // The same batch: every active sequence is a member, still on the same request.
+    bool same = static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& s) {
+                  return s.request != nullptr;
+                })) == done->members.size();
+    for (size_t i = 0; same && i < done->members.size(); ++i)
+      same = done->members[i]->request && done->members[i]->request->id == done->request[i];
+    if (same && can_run_ahead(done->members)) {
+      static const int32_t kFedOnDevice = 0;  // sizes a chunk: its id comes from next_ids
+      std::vector<Tensor> fed(done->members.size());
+      std::vector<SequenceChunk> chunks;
+      for (size_t i = 0; i < done->members.size(); ++i) {
+        fed[i] = next_ids;
+        fed[i].ne[0] = 1;
+        fed[i].data = static_cast<int32_t*>(next_ids.data) + i;
+        chunks.push_back({&done->members[i]->seq, std::span(&kFedOnDevice, 1), 1, &fed[i]});
+      }
+      try {
+        launch_greedy(chunks, done->members);
+      } catch (const std::exception&) {
+        ahead.reset();  // the step after this one runs on its own and reports the error
+      }
+    }
+    backend.wait_read(done->ticket);
+    const int64_t steps_ahead = ahead ? 1 : 0;
+    for (size_t i = 0; i < done->members.size(); ++i) {
+      Slot& s = *done->members[i];
+      if (!s.request || s.request->id != done->request[i]) continue;  // ended (cancelled) meanwhile
+      if (!ahead && cache && s.seq.n_past % options.prefix_block == 0)
+        cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.seq.n_past)), s.seq);
+      take(s, done->ids[i], {}, steps_ahead);
+    }
+    if (!ahead) return;
+    const auto& queued = ahead->members;
+    if (std::none_of(queued.begin(), queued.end(), [](const Slot* s) { return s->request != nullptr; })) {
+      // Every member ended: nothing will take the step's tokens.
+      backend.wait_read(ahead->ticket);
+      ahead.reset();
+    }
+  }
+
   static bool picks_argmax(const Request& r) {
     return r.options.processors.empty() && r.options.top_logprobs < 0 && r.sampler->picks_argmax();
   }
@@ -287,7 +390,7 @@ struct Engine::Impl {
 
   // The request's next token: streamed and fed back, or the end of the request.
   // `logits`: the row it was sampled from (for logprobs; empty when picked on the backend).
-  void take(Slot& s, int32_t token, std::span<const float> logits) {
+  void take(Slot& s, int32_t token, std::span<const float> logits, int64_t steps_ahead = 0) {
     Request& r = *s.request;
     note_first_token(r);
     TokenEvent ev;
@@ -308,7 +411,7 @@ struct Engine::Impl {
     if (!r.callbacks.on_token(ev)) return finish(s, FinishReason::Stopped, "");
     // The sequence holds the prompt and all but this token: stop when prompt and
     // reply together fill the context.
-    if (r.stats.generated_tokens >= r.options.max_tokens || s.seq.n_past + 1 >= s.seq.n_ctx)
+    if (r.stats.generated_tokens >= r.options.max_tokens || s.seq.n_past - steps_ahead + 1 >= s.seq.n_ctx)
       return finish(s, FinishReason::Length, "");
     s.tokens.push_back(ev.token);
   }
@@ -337,6 +440,8 @@ struct Engine::Impl {
   std::unique_ptr<PrefixCache> cache;
   std::vector<Slot> slots;
   std::vector<float> host_logits;
+  Tensor next_ids;               // I32 {n_parallel}: the argmax of the step in flight
+  std::unique_ptr<Ahead> ahead;  // the step in flight, whose tokens are not read yet
   uint64_t admissions = 0;
 
   mutable std::mutex mu;  // guards what the callers' threads touch: below

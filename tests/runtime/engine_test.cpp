@@ -330,6 +330,68 @@ TEST_P(EngineTest, GreedyOnTheBackendEqualsTheHostChain) {
   }
 }
 
+// When every active sequence decodes greedily the engine queues each step before it
+// reads the step before (the tokens fed on the backend): the tokens and the ends
+// (length, context, end of generation, a stop, max_tokens 1) are exactly those of
+// the same requests on the host chain, with requests joining as slots free up, and
+// the states stored in the prefix cache while running ahead serve a second turn.
+TEST_P(EngineTest, GreedyAheadEqualsTheHostChain) {
+  Loaded l = load(GetParam(), "tiny");
+  EngineOptions opt;
+  opt.n_parallel = 3;
+  opt.n_ctx = 48;
+  opt.prefix_block = 4;
+  opt.step_tokens = 16;
+  opt.prefix_cache_bytes = 64 << 20;
+  struct Spec {
+    int prompt, max_tokens, stop_after;
+    bool eog;
+  };
+  const Spec specs[] = {
+      {5, 30, -1, false}, {9, 100, -1, false}, {3, 20, -1, true}, {7, 20, 4, false}, {6, 1, -1, false}};
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 5; ++i) prompts.push_back(make_prompt(*l.model, specs[i].prompt, 30 + i));
+  int32_t eog = -1;
+  const auto run = [&](bool host_chain) {
+    Engine engine(*l.model, *l.backend, opt);
+    std::vector<std::unique_ptr<Collector>> cs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RequestOptions r = request(prompts[i], 0, specs[i].max_tokens);
+      r.top_logprobs = host_chain ? 0 : -1;  // logprobs need the row: the host chain, one step at a time
+      if (specs[i].eog && eog >= 0) r.eog_ids = {eog};
+      cs.push_back(std::make_unique<Collector>());
+      engine.submit(std::move(r), cs.back()->callbacks(specs[i].stop_after));
+    }
+    std::vector<Outcome> out;
+    for (auto& c : cs) out.push_back(c->wait());
+    // A second turn over the first request's prompt and reply.
+    std::vector<int32_t> second = prompts[0];
+    second.insert(second.end(), out[0].tokens.begin(), out[0].tokens.end());
+    second.push_back(7);
+    RequestOptions r = request(second, 0, 8);
+    r.top_logprobs = host_chain ? 0 : -1;
+    Collector c;
+    engine.submit(std::move(r), c.callbacks());
+    out.push_back(c.wait());
+    return out;
+  };
+  eog = run(true)[2].tokens.at(5);  // a token request 2 says
+  const auto host = run(true), ahead = run(false);
+  ASSERT_EQ(host.size(), ahead.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    EXPECT_EQ(ahead[i].tokens, host[i].tokens) << "request " << i;
+    EXPECT_EQ(ahead[i].reason, host[i].reason) << "request " << i;
+  }
+  EXPECT_EQ(host[0].reason, FinishReason::Length);
+  EXPECT_EQ(host[0].tokens.size(), 30u);
+  EXPECT_EQ(host[1].tokens.size(), 48u - 9u);  // prompt and reply fill the context
+  EXPECT_EQ(host[2].reason, FinishReason::EndOfGeneration);
+  EXPECT_EQ(host[3].reason, FinishReason::Stopped);
+  EXPECT_EQ(host[3].tokens.size(), 4u);
+  EXPECT_EQ(host[4].tokens.size(), 1u);
+  EXPECT_GE(ahead[5].stats.cached_tokens, 32);  // whole blocks of the first turn's prompt and reply
+}
+
 // A burst counts free slots as room: n_parallel + max_queue requests submitted at
 // once are all accepted, one more is refused.
 TEST_P(EngineTest, BurstFillsSlotsBeforeTheQueue) {
