@@ -180,6 +180,19 @@ std::vector<Outcome> serve(Model& m, Backend& be, const EngineOptions& opt, size
   return out;
 }
 
+// The engine's options of a test: slots, positions per slot, prefix-cache block,
+// tokens per step and cache size (0: none).
+EngineOptions engine_options(int n_parallel, int64_t n_ctx, int64_t prefix_block, int64_t step_tokens,
+                             size_t cache_bytes) {
+  EngineOptions opt;
+  opt.n_parallel = n_parallel;
+  opt.n_ctx = n_ctx;
+  opt.prefix_block = prefix_block;
+  opt.step_tokens = step_tokens;
+  opt.prefix_cache_bytes = cache_bytes;
+  return opt;
+}
+
 class EngineTest : public ::testing::TestWithParam<const char*> {};
 
 // Eight requests (greedy and seeded sampling, prompts of 1 to 70 tokens) through
@@ -188,12 +201,7 @@ TEST_P(EngineTest, ConcurrentEqualsOneAtATime) {
   Loaded l = load(GetParam(), "tiny");
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 8; ++i) prompts.push_back(make_prompt(*l.model, 1 + i * 9, i));
-  EngineOptions opt;
-  opt.n_parallel = 4;
-  opt.n_ctx = 128;
-  opt.prefix_block = 16;
-  opt.step_tokens = 40;
-  opt.prefix_cache_bytes = 0;
+  EngineOptions opt = engine_options(4, 128, 16, 40, 0);
   const auto mixed = [&](size_t i) { return request(prompts[i], i % 3 == 0 ? 0 : 100 + i, 12); };
   const auto alone = serve(*l.model, *l.backend, opt, prompts.size(), mixed, true);
   const auto together = serve(*l.model, *l.backend, opt, prompts.size(), mixed, false);
@@ -220,11 +228,7 @@ TEST_P(EngineTest, ConcurrentEqualsOneAtATime) {
 TEST_P(EngineTest, SecondTurnReusesThePrefix) {
   Loaded l = load(GetParam(), "tiny");
   const auto first = make_prompt(*l.model, 50, 7);
-  EngineOptions opt;
-  opt.n_parallel = 2;
-  opt.n_ctx = 160;
-  opt.prefix_block = 16;
-  opt.step_tokens = 32;
+  EngineOptions opt = engine_options(2, 160, 16, 32, 0);
   for (bool use_cache : {false, true}) {
     opt.prefix_cache_bytes = use_cache ? (64 << 20) : 0;
     Engine engine(*l.model, *l.backend, opt);
@@ -253,11 +257,7 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
 
 TEST_P(EngineTest, StopCancelAndQueueLimit) {
   Loaded l = load(GetParam(), "tiny");
-  EngineOptions opt;
-  opt.n_parallel = 1;
-  opt.n_ctx = 64;
-  opt.prefix_block = 16;
-  opt.step_tokens = 17;
+  EngineOptions opt = engine_options(1, 64, 16, 17, EngineOptions{}.prefix_cache_bytes);
   opt.max_queue = 1;
   Engine engine(*l.model, *l.backend, opt);
   const auto prompt = make_prompt(*l.model, 4, 1);
@@ -308,12 +308,7 @@ TEST_P(EngineTest, GreedyOnTheBackendEqualsTheHostChain) {
   Loaded l = load(GetParam(), "tiny");
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(make_prompt(*l.model, 3 + i * 11, i + 5));
-  EngineOptions opt;
-  opt.n_parallel = 4;
-  opt.n_ctx = 96;
-  opt.prefix_block = 16;
-  opt.step_tokens = 40;
-  opt.prefix_cache_bytes = 0;
+  EngineOptions opt = engine_options(4, 96, 16, 40, 0);
   const auto run = [&](bool host_rows) {
     const auto make = [&](size_t i) {
       RequestOptions r = request(prompts[i], i == 3 ? 42 : 0, 10);  // request 3 samples
@@ -337,12 +332,7 @@ TEST_P(EngineTest, GreedyOnTheBackendEqualsTheHostChain) {
 // the states stored in the prefix cache while running ahead serve a second turn.
 TEST_P(EngineTest, GreedyAheadEqualsTheHostChain) {
   Loaded l = load(GetParam(), "tiny");
-  EngineOptions opt;
-  opt.n_parallel = 3;
-  opt.n_ctx = 48;
-  opt.prefix_block = 4;
-  opt.step_tokens = 16;
-  opt.prefix_cache_bytes = 64 << 20;
+  EngineOptions opt = engine_options(3, 48, 4, 16, 64 << 20);
   struct Spec {
     int prompt, max_tokens, stop_after;
     bool eog;
@@ -396,11 +386,7 @@ TEST_P(EngineTest, GreedyAheadEqualsTheHostChain) {
 // once are all accepted, one more is refused.
 TEST_P(EngineTest, BurstFillsSlotsBeforeTheQueue) {
   Loaded l = load(GetParam(), "tiny");
-  EngineOptions opt;
-  opt.n_parallel = 4;
-  opt.n_ctx = 64;
-  opt.prefix_block = 16;
-  opt.step_tokens = 20;
+  EngineOptions opt = engine_options(4, 64, 16, 20, EngineOptions{}.prefix_cache_bytes);
   opt.max_queue = 2;
   Engine engine(*l.model, *l.backend, opt);
   const auto prompt = make_prompt(*l.model, 4, 1);
