@@ -255,50 +255,62 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
   }
 }
 
+// Stops, cancels, the queue limit and the context limit, on the host chain and with
+// greedy requests running one step ahead (no logprobs).
 TEST_P(EngineTest, StopCancelAndQueueLimit) {
   Loaded l = load(GetParam(), "tiny");
   EngineOptions opt = engine_options(1, 64, 16, 17, EngineOptions{}.prefix_cache_bytes);
   opt.max_queue = 1;
-  Engine engine(*l.model, *l.backend, opt);
   const auto prompt = make_prompt(*l.model, 4, 1);
-  // on_token returning false stops at once.
-  Collector stopped;
-  engine.submit(request(prompt, 0, 30), stopped.callbacks(3));
-  Outcome o = stopped.wait();
-  EXPECT_EQ(o.reason, FinishReason::Stopped);
-  EXPECT_EQ(o.tokens.size(), 3u);
-  // A long request holds the only slot until cancelled; the next one waits, the
-  // one after that is refused.
-  std::promise<void> started;
-  std::atomic<bool> first{true};
-  Collector busy;
-  RequestCallbacks cb = busy.callbacks();
-  auto inner = cb.on_token;
-  cb.on_token = [&, inner](const TokenEvent& ev) {
-    if (first.exchange(false)) started.set_value();
-    return inner(ev);
-  };
-  const uint64_t id = engine.submit(request(prompt, 0, 1000000), cb);
-  started.get_future().wait();
-  Collector queued;
-  engine.submit(request(prompt, 0, 2), queued.callbacks());
-  Collector refused;
-  EXPECT_THROW(engine.submit(request(prompt, 0, 2), refused.callbacks()), QueueFull);
-  engine.cancel(id);
-  EXPECT_EQ(busy.wait().reason, FinishReason::Cancelled);
-  EXPECT_EQ(queued.wait().reason, FinishReason::Length);
-  // max_tokens far beyond the context ends when prompt and reply fill it.
-  Collector huge;
-  engine.submit(request(prompt, 0, 1000000000), huge.callbacks());
-  o = huge.wait();
-  EXPECT_EQ(o.reason, FinishReason::Length);
-  EXPECT_EQ(static_cast<int64_t>(o.tokens.size()), 64 - 4);
-  // Bad prompts are refused up front.
-  EXPECT_THROW(engine.submit(request({}, 0, 2), refused.callbacks()), std::invalid_argument);
-  EXPECT_THROW(engine.submit(request(make_prompt(*l.model, 64, 2), 0, 2), refused.callbacks()),
-               std::invalid_argument);
-  EXPECT_THROW(engine.submit(request({static_cast<int32_t>(l.model->n_vocab())}, 0, 2), refused.callbacks()),
-               std::invalid_argument);
+  for (const bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "greedy, one step ahead" : "host chain");
+    Engine engine(*l.model, *l.backend, opt);
+    const auto req = [&](const std::vector<int32_t>& p, int64_t max_tokens) {
+      RequestOptions r = request(p, 0, max_tokens);
+      r.top_logprobs = ahead ? -1 : 0;
+      return r;
+    };
+    // on_token returning false stops at once.
+    Collector stopped;
+    engine.submit(req(prompt, 30), stopped.callbacks(3));
+    Outcome o = stopped.wait();
+    EXPECT_EQ(o.reason, FinishReason::Stopped);
+    EXPECT_EQ(o.tokens.size(), 3u);
+    // A long request holds the only slot until cancelled; the next one waits, the
+    // one after that is refused.
+    std::promise<void> started;
+    std::atomic<bool> first{true};
+    Collector busy;
+    RequestCallbacks cb = busy.callbacks();
+    auto inner = cb.on_token;
+    cb.on_token = [&, inner](const TokenEvent& ev) {
+      if (first.exchange(false)) started.set_value();
+      return inner(ev);
+    };
+    const uint64_t id = engine.submit(req(prompt, 1000000), cb);
+    started.get_future().wait();
+    Collector queued;
+    engine.submit(req(prompt, 2), queued.callbacks());
+    Collector refused;
+    EXPECT_THROW(engine.submit(req(prompt, 2), refused.callbacks()), QueueFull);
+    engine.cancel(id);
+    EXPECT_EQ(busy.wait().reason, FinishReason::Cancelled);
+    const Outcome q = queued.wait();
+    EXPECT_EQ(q.reason, FinishReason::Length);
+    ASSERT_EQ(o.tokens.size(), 3u);
+    EXPECT_EQ(q.tokens, std::vector<int32_t>(o.tokens.begin(), o.tokens.begin() + 2));  // the same greedy start
+    // max_tokens far beyond the context ends when prompt and reply fill it.
+    Collector huge;
+    engine.submit(req(prompt, 1000000000), huge.callbacks());
+    o = huge.wait();
+    EXPECT_EQ(o.reason, FinishReason::Length);
+    EXPECT_EQ(static_cast<int64_t>(o.tokens.size()), 64 - 4);
+    // Bad prompts are refused up front.
+    EXPECT_THROW(engine.submit(req({}, 2), refused.callbacks()), std::invalid_argument);
+    EXPECT_THROW(engine.submit(req(make_prompt(*l.model, 64, 2), 2), refused.callbacks()), std::invalid_argument);
+    EXPECT_THROW(engine.submit(req({static_cast<int32_t>(l.model->n_vocab())}, 2), refused.callbacks()),
+                 std::invalid_argument);
+  }
 }
 
 // Plain greedy requests (no penalties, processors or logprobs) take the argmax on
