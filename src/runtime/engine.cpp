@@ -256,9 +256,7 @@ struct Engine::Impl {
     int64_t row = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       Slot& s = *members[i];
-      const int64_t absorbed = s.seq.n_past;
-      if (cache && absorbed % options.prefix_block == 0)
-        cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(absorbed)), s.seq);
+      store_prefix(s);
       if (chunks[i].n_out == 0) continue;
       if (on_backend[row]) take(s, picked[row], {});
       else sample(s, std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V)));
@@ -324,9 +322,7 @@ struct Engine::Impl {
   void step_ahead() {
     std::unique_ptr<Ahead> done = std::move(ahead);
     // The same batch: every active sequence is a member, still on the same request.
-    bool same = static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& s) {
-                  return s.request != nullptr;
-                })) == done->members.size();
+    bool same = slots.size() - count_free() == done->members.size();
     for (size_t i = 0; same && i < done->members.size(); ++i)
       same = done->members[i]->request && done->members[i]->request->id == done->request[i];
     if (same && can_run_ahead(done->members)) {
@@ -342,7 +338,7 @@ struct Engine::Impl {
       try {
         launch_greedy(chunks, done->members);
       } catch (const std::exception&) {
-        ahead.reset();  // the step after this one runs on its own and reports the error
+        // Nothing queued: the step after this one runs on its own and reports the error.
       }
     }
     backend.wait_read(done->ticket);
@@ -350,8 +346,7 @@ struct Engine::Impl {
     for (size_t i = 0; i < done->members.size(); ++i) {
       Slot& s = *done->members[i];
       if (!s.request || s.request->id != done->request[i]) continue;  // ended (cancelled) meanwhile
-      if (!ahead && cache && s.seq.n_past % options.prefix_block == 0)
-        cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.seq.n_past)), s.seq);
+      if (!ahead) store_prefix(s);  // running ahead waits for steps that end no block (can_run_ahead)
       take(s, done->ids[i], {}, steps_ahead);
     }
     if (!ahead) return;
@@ -361,6 +356,12 @@ struct Engine::Impl {
       backend.wait_read(ahead->ticket);
       ahead.reset();
     }
+  }
+
+  // A sequence that has just absorbed a whole prefix block leaves its state in the cache.
+  void store_prefix(const Slot& s) {
+    if (cache && s.seq.n_past % options.prefix_block == 0)
+      cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.seq.n_past)), s.seq);
   }
 
   static bool picks_argmax(const Request& r) {
