@@ -121,23 +121,24 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   const __half* kc = p.kc + kvh * D;
   const __half* vc = p.vc + kvh * D;
 
-  // Copies the rows of the warp's tile i that are older than `fresh` (old) or not;
-  // rows past the chunk repeat its last key (finite values, masked below).
+  const auto tile_base = [&](int i) { return s0 + (warp + i * kWarps) * kTileKeys; };  // first key of tile i
+  // Copies the rows of the warp's tile i whose keys are in [lo, hi); rows past the
+  // chunk repeat its last key (finite values, masked below).
   constexpr int kVecs = D / 8;  // 16-byte pieces per row
-  const auto issue = [&](int i, bool old) {
+  constexpr int kAnyKey = 0x7fffffff;
+  const auto issue = [&](int i, int lo, int hi) {
     if (i >= tiles) return;
-    const int base = s0 + (warp + i * kWarps) * kTileKeys;
 #pragma unroll 4
     for (int e = lane; e < kTileKeys * kVecs; e += 32) {
-      const int r = e / kVecs, c = e % kVecs * 8, key = min(base + r, s1 - 1);
-      if ((key < fresh) != old) continue;
+      const int r = e / kVecs, c = e % kVecs * 8, key = min(tile_base(i) + r, s1 - 1);
+      if (key < lo || key >= hi) continue;
       cp_async16(&sh.k[warp][i % kStages][r][c], kc + key * row_stride + c);
       cp_async16(&sh.v[warp][i % kStages][r][c], vc + key * row_stride + c);
     }
   };
 #pragma unroll
   for (int i = 0; i < kStages; ++i) {
-    issue(i, true);
+    issue(i, 0, fresh);
     cp_async_commit();
   }
   pdl_begin();
@@ -145,9 +146,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   bool has_fresh = false;
 #pragma unroll
   for (int i = 0; i < kStages; ++i) {
-    const int base = s0 + (warp + i * kWarps) * kTileKeys;
-    has_fresh |= i < tiles && min(base + kTileKeys, s1) > fresh;
-    issue(i, false);
+    has_fresh |= i < tiles && min(tile_base(i) + kTileKeys, s1) > fresh;
+    issue(i, fresh, kAnyKey);
   }
   cp_async_commit();
 
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
     else if (i < kStages) cp_async_wait<kStages>();
     else cp_async_wait<kStages - 1>();
     __syncwarp();
-    const int slot = i % kStages, base = s0 + (warp + i * kWarps) * kTileKeys;
+    const int slot = i % kStages, base = tile_base(i);
 
     // S = Q Kᵀ: two n-tiles of 8 keys; a head's score is its row plus its rest's.
     float s[2][4] = {};
@@ -223,8 +223,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
       mma_f16(acc[d0 / 8 + 1], pa, b[2], b[3]);
     }
     __syncwarp();  // every lane is done with the slot
-    issue(i + kStages, true);
-    issue(i + kStages, false);
+    issue(i + kStages, 0, kAnyKey);
     cp_async_commit();
   }
 
