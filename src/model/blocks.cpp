@@ -38,18 +38,25 @@ Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
     batch.n_tokens += n;
     batch.n_out += c.n_out;
   }
-  std::vector<int32_t> ids, positions;
-  ids.reserve(batch.n_tokens);
-  positions.reserve(batch.n_tokens);
-  for (const SequenceChunk& c : chunks) {
-    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
-    for (size_t i = 0; i < c.tokens.size(); ++i) positions.push_back(static_cast<int32_t>(c.seq->n_past + i));
-  }
+  // Token ids then positions, in one host copy (a decode step's only one).
+  const int64_t n = batch.n_tokens;
+  std::vector<int32_t> io;
+  io.reserve(2 * n);
+  for (const SequenceChunk& c : chunks) io.insert(io.end(), c.tokens.begin(), c.tokens.end());
+  for (const SequenceChunk& c : chunks)
+    for (size_t i = 0; i < c.tokens.size(); ++i) io.push_back(static_cast<int32_t>(c.seq->n_past + i));
   be.scratch_reset();
-  batch.ids = be.scratch(DType::I32, {batch.n_tokens});
-  batch.pos = be.scratch(DType::I32, {batch.n_tokens});
-  be.write(batch.ids, ids.data(), ids.size() * sizeof(int32_t));
-  be.write(batch.pos, positions.data(), positions.size() * sizeof(int32_t));
+  const Tensor both = be.scratch(DType::I32, {2 * n});
+  be.write(both, io.data(), io.size() * sizeof(int32_t));
+  batch.ids = both;
+  batch.ids.ne[0] = n;
+  batch.pos = batch.ids;
+  batch.pos.data = static_cast<int32_t*>(both.data) + n;
+  // A lone sequence fed on the device reads its ids where they are; others are copied in.
+  if (chunks.size() == 1 && chunks[0].device_ids) {
+    batch.ids = *chunks[0].device_ids;
+    return batch;
+  }
   for (const BatchSequence& s : batch.seqs) {
     const SequenceChunk& c = chunks[&s - batch.seqs.data()];
     if (c.device_ids) be.copy(*c.device_ids, slice_tokens(batch.ids, s, 0));
