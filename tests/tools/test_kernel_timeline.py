@@ -1,0 +1,59 @@
+"""tools/kernel_timeline.py: steps found in a trace, and each kernel charged with how
+far it moved the step's end."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import kernel_timeline  # noqa: E402
+
+
+def write_trace(lines):
+    f = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    f.write("".join(f"{s} {e} {node} {name}\n" for s, e, node, name in lines))
+    f.close()
+    return f.name
+
+
+class KernelTimeline(unittest.TestCase):
+    def test_charges_add_up_to_the_step(self):
+        # Each step: a (0-10), b overlapping a (5-25), c ending inside b (12-20), then a
+        # gap of 5 before the next step; a copy outside the graph in between.
+        lines = []
+        for k in range(12):
+            t = 30 * k
+            lines += [(t, t + 10, 7, "_Z1av"), (t + 5, t + 25, 8, "void zinc::cuda::b_kernel<(zinc::DType)12>(int)"),
+                      (t + 12, t + 20, 9, "c"), (t + 26, t + 27, 0, "memcpy:DtoH:4")]
+        path = write_trace(lines)
+        try:
+            recs = kernel_timeline.read_trace(path)
+            steps = kernel_timeline.split_steps(recs)
+            self.assertEqual(len(steps), 10)  # two dropped as warm-up
+            t = kernel_timeline.charge_steps(steps)  # the first of them only as a reference
+            self.assertEqual(t.steps, 9)
+        finally:
+            os.unlink(path)
+        self.assertEqual(t.names[1], "b_kernel<T12>")
+        self.assertEqual(t.step_ns, 30)
+        self.assertEqual(t.gap_ns, 5)
+        # a: the gap of 5 and its own 10; b: from a's end to its own; c: nothing.
+        self.assertEqual(t.charge, [15, 15, 0])
+        self.assertEqual(t.own, [10, 20, 8])
+        self.assertEqual(sum(t.charge), t.step_ns)
+
+    def test_the_most_frequent_graph_is_the_step(self):
+        lines = [(0, 100, 1, "prefill")]
+        for k in range(6):
+            t = 200 + 20 * k
+            lines += [(t, t + 5, 7, "a"), (t + 5, t + 15, 8, "b")]
+        path = write_trace(lines)
+        try:
+            steps = kernel_timeline.split_steps(kernel_timeline.read_trace(path))
+        finally:
+            os.unlink(path)
+        self.assertEqual([[r[3] for r in s] for s in steps], [["a", "b"]] * 6)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Where a decode step's time goes, from tools/kernel_trace.cpp's records.
+
+Kernels of one step overlap (programmatic dependent launch), so a kernel's own
+duration says little. Each kernel is charged instead with how far it moved the
+step's end: its end minus the latest end of everything launched before it (0 if it
+ended earlier). A step's charges add up to its time, the gap before its first
+kernel included (charged to that kernel and also reported on its own).
+
+  kernel_timeline.py trace.txt [--layer-kernels]
+
+Steps are the replays of the most frequent CUDA graph (zinc bench's decode step).
+"""
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+
+def short(name):
+    """A demangled kernel name without its namespaces and parameter list."""
+    name = re.sub(r"^void ", "", name)
+    name = name.replace("(anonymous namespace)::", "").replace("zinc::cuda::", "").replace("(zinc::DType)", "T")
+    return re.sub(r"\(.*$", "", name)
+
+
+def read_trace(path):
+    """Records (start, end, graph node, name), by start; mangled names demangled where c++filt is."""
+    recs = []
+    with open(path) as f:
+        for line in f:
+            s, e, node, name = line.rstrip("\n").split(" ", 3)
+            recs.append((int(s), int(e), int(node), name))
+    mangled = sorted({r[3] for r in recs if r[3].startswith("_Z")})
+    plain = {}
+    if mangled and shutil.which("c++filt"):
+        out = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True).stdout.split("\n")
+        plain = dict(zip(mangled, out))
+    return sorted((s, e, node, short(plain.get(name, name))) for s, e, node, name in recs)
+
+
+def split_steps(recs, warmup=2):
+    """The replays of the most frequent graph: lists of records in launch order."""
+    graph = [r for r in recs if r[2] != 0]
+    if not graph:
+        raise SystemExit("no kernels from CUDA graphs in the trace")
+    # A step starts at each replay of the node that most often comes first after a gap.
+    first_nodes = collections.Counter()
+    prev_end = None
+    for r in graph:
+        if prev_end is None or r[0] > prev_end:
+            first_nodes[r[2]] += 1
+        prev_end = r[1] if prev_end is None else max(prev_end, r[1])
+    start_node = first_nodes.most_common(1)[0][0]
+    steps, cur = [], []
+    for r in graph:
+        if r[2] == start_node and cur:
+            steps.append(cur)
+            cur = []
+        cur.append(r)
+    steps.append(cur)
+    shape = collections.Counter(tuple(r[2] for r in s) for s in steps).most_common(1)[0][0]
+    steps = [s for s in steps if tuple(r[2] for r in s) == shape]
+    return steps[warmup:] if len(steps) > 4 * warmup else steps
+
+
+@dataclass
+class Timeline:
+    steps: int
+    names: list  # by position in the step
+    charge: list  # ns per step, by position
+    own: list  # ns per step, by position: end - start
+    step_ns: float
+    gap_ns: float
+
+
+def charge_steps(steps):
+    """Charges per step of steps[1:]; steps[0] only says where the first one's gap starts."""
+    if len(steps) < 2:
+        raise SystemExit("fewer than two steps in the trace")
+    n = len(steps[0])
+    charge, own = [0.0] * n, [0.0] * n
+    gap = total = 0.0
+    frontier = max(r[1] for r in steps[0])
+    steps = steps[1:]
+    for s in steps:
+        begin = frontier
+        gap += max(0, s[0][0] - frontier)
+        for i, r in enumerate(s):
+            charge[i] += max(0, r[1] - frontier)
+            own[i] += r[1] - r[0]
+            frontier = max(frontier, r[1])
+        total += frontier - begin
+    k = len(steps)
+    return Timeline(k, [r[3] for r in steps[0]], [c / k for c in charge], [o / k for o in own], total / k, gap / k)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--layer-kernels", action="store_true",
+                    help="also list the kernels around the second gdn_core and attention_split")
+    a = ap.parse_args()
+    recs = read_trace(a.trace)
+    t = charge_steps(split_steps(recs))
+    print(f"{t.steps} steps of {len(t.names)} kernels: {t.step_ns / 1000:.1f} us per step "
+          f"(gap before the first kernel {t.gap_ns / 1000:.1f} us)")
+    loose = collections.defaultdict(list)  # copies outside the graphs: the host's writes and reads
+    for r in recs:
+        if r[2] == 0 and r[3].startswith("memcpy:"):
+            loose[r[3]].append(r[1] - r[0])
+    for name, d in sorted(loose.items()):
+        print(f"outside the graphs: {name} x{len(d)}, {sum(d) / len(d) / 1000:.2f} us each")
+    by = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for i, nm in enumerate(t.names):
+        by[nm][0] += 1
+        by[nm][1] += t.charge[i]
+        by[nm][2] += t.own[i]
+    print(f"{'kernel':70} {'count':>5} {'charged us':>10} {'per launch':>10} {'own us':>8}")
+    for nm, (c, ch, own) in sorted(by.items(), key=lambda x: -x[1][1]):
+        print(f"{nm[:70]:70} {c:5d} {ch / 1000:10.1f} {ch / c / 1000:10.2f} {own / c / 1000:8.2f}")
+    if a.layer_kernels:
+        for kind in ("gdn_core", "attention_split"):
+            idx = [i for i, nm in enumerate(t.names) if kind in nm]
+            if len(idx) < 2:
+                continue
+            print(f"\nkernels around the second {kind} (charged / own us per step):")
+            for j in range(max(0, idx[1] - 6), min(len(t.names), idx[1] + 9)):
+                print(f"  {j:4d} {t.names[j][:80]:80} {t.charge[j] / 1000:7.2f} {t.own[j] / 1000:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
