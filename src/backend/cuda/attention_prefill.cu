@@ -210,12 +210,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
 template <int D>
 void launch(const PrefillParams& p, cudaStream_t s) {
   constexpr size_t kBytes = sizeof(Smem<D>);
-  static const bool attribute_set = [] {
-    ZINC_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kBytes)));
-    return true;
-  }();
-  (void)attribute_set;
+  allow_smem<attention_prefill_kernel<D>>(kBytes);
   const dim3 grid(ceil_div(static_cast<int64_t>(p.n) * (p.Hq / p.Hkv), kRows), p.Hkv);
   attention_prefill_kernel<D><<<grid, kThreads, kBytes, s>>>(p);
   ZINC_CUDA_LAUNCHED("attention_prefill");

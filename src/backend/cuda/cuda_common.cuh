@@ -60,6 +60,17 @@ void launch_pdl_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dy
   cfg.numAttrs = 1;
   check_cuda(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx");
 }
+// Raises the dynamic shared memory limit of `Kernel` to `bytes` (needed above 48 KB),
+// once per kernel: the first call's bytes stand.
+template <auto Kernel>
+void allow_smem(size_t bytes) {
+  static const bool done =
+      (check_cuda(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                  "cudaFuncSetAttribute"),
+       true);
+  (void)done;
+}
+
 // Blocks of `kernel` that fit on the whole GPU at once (one wave), with `dynamic_smem`
 // bytes of dynamic shared memory each, which the kernel is allowed to take.
 template <class... Params>

@@ -448,14 +448,8 @@ __global__ void __launch_bounds__(kStateThreads, 1) delta_chunk_state_kernel(con
 template <int DK, int DV>
 void launch(const ChunkedParams& p, cudaStream_t st) {
   constexpr size_t kPrepBytes = sizeof(PrepSmem<DK, DV>), kStateBytes = sizeof(StateSmem<DK>);
-  static const bool attributes_set = [] {
-    ZINC_CUDA_CHECK(cudaFuncSetAttribute(delta_chunk_prep_kernel<DK, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kPrepBytes)));
-    ZINC_CUDA_CHECK(cudaFuncSetAttribute(delta_chunk_state_kernel<DK, DV>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kStateBytes)));
-    return true;
-  }();
-  (void)attributes_set;
+  allow_smem<delta_chunk_prep_kernel<DK, DV>>(kPrepBytes);
+  allow_smem<delta_chunk_state_kernel<DK, DV>>(kStateBytes);
   delta_chunk_prep_kernel<DK, DV><<<dim3(p.n_chunks, p.H), kThreads, kPrepBytes, st>>>(p);
   ZINC_CUDA_LAUNCHED("delta_chunk_prep");
   delta_chunk_state_kernel<DK, DV><<<dim3(DV / kCols, p.H), kStateThreads, kStateBytes, st>>>(p);

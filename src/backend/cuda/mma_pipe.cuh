@@ -292,16 +292,6 @@ __device__ __forceinline__ int acc_row(int i) {
 }
 __device__ __forceinline__ int acc_token(int nt, int i) { return 8 * nt + 2 * (threadIdx.x % 4) + i % 2; }
 
-// Raises the dynamic shared memory limit of `Kernel` to `bytes`, once per kernel.
-template <auto Kernel>
-void allow_smem(int bytes) {
-  static const bool done = [&] {
-    ZINC_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return true;
-  }();
-  (void)done;
-}
-
 // Launches Kernel, a pipelined kernel of weight type T and BN tokens per tile, with
 // its dynamic shared memory.
 template <DType T, int BN, auto Kernel, class Params>

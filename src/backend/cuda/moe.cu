@@ -299,12 +299,6 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
 // Shared memory a kernel may take; rows per block shrink until it fits.
 constexpr size_t kSmemBudget = 96 * 1024;
 
-template <class... Params>
-void allow_smem(void (*kernel)(Params...)) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBudget)),
-             "cudaFuncSetAttribute");
-}
-
 void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, int k,
                     const Routing& route, const Tensor& y, float* act, cudaStream_t s) {
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
@@ -361,15 +355,13 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
   }
   dispatch_weight_type(gate.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
-    static const bool allowed = (allow_smem(moe_gate_up_kernel<T>), true);
-    (void)allowed;
+    allow_smem<moe_gate_up_kernel<T>>(kSmemBudget);
     launch_pdl_smem(moe_gate_up_kernel<T>, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
   });
   ZINC_CUDA_LAUNCHED("moe_gate_up");
   dispatch_weight_type(down.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
-    static const bool allowed = (allow_smem(moe_down_kernel<T>), true);
-    (void)allowed;
+    allow_smem<moe_down_kernel<T>>(kSmemBudget);
     launch_pdl_smem(moe_down_kernel<T>, dim3(ceil_div(d, dp.rows), n), kExpertThreads, down_smem(), s, dp);
   });
   ZINC_CUDA_LAUNCHED("moe_down");

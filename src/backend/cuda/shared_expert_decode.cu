@@ -91,12 +91,7 @@ void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, con
     if (p.rows == 1) throw std::invalid_argument("cuda shared_expert_add: rows too long for shared memory");
   dispatch_weight_type(down.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
-    static const bool allowed = (check_cuda(cudaFuncSetAttribute(shared_expert_add_kernel<T>,
-                                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                 static_cast<int>(kSmemBudget)),
-                                            "cudaFuncSetAttribute"),
-                                 true);
-    (void)allowed;
+    allow_smem<shared_expert_add_kernel<T>>(kSmemBudget);
     launch_pdl_smem(shared_expert_add_kernel<T>, ceil_div(p.d, p.rows), kExpertThreads, smem(), s, p);
   });
   ZINC_CUDA_LAUNCHED("shared_expert_add");
