@@ -48,13 +48,18 @@ Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
   be.scratch_reset();
   const Tensor both = be.scratch(DType::I32, {2 * n});
   be.write(both, io.data(), io.size() * sizeof(int32_t));
-  batch.ids = both;
-  batch.ids.ne[0] = n;
-  batch.pos = batch.ids;
-  batch.pos.data = static_cast<int32_t*>(both.data) + n;
-  // A lone sequence fed on the device reads its ids where they are; others are copied in.
-  if (chunks.size() == 1 && chunks[0].device_ids) {
-    batch.ids = *chunks[0].device_ids;
+  batch.ids = Tensor::make(DType::I32, {n}, both.data);
+  batch.pos = Tensor::make(DType::I32, {n}, static_cast<int32_t*>(both.data) + n);
+  // Sequences fed on the device from one buffer in batch order (zinc bench's and the
+  // engine's greedy steps) read their ids where they are; other device-fed ids are copied in.
+  const Tensor* first = chunks[0].device_ids;
+  bool in_place = first != nullptr;
+  for (const BatchSequence& s : batch.seqs) {
+    const Tensor* fed = chunks[&s - batch.seqs.data()].device_ids;
+    in_place = in_place && fed && fed->data == static_cast<int32_t*>(first->data) + s.offset;
+  }
+  if (in_place) {
+    batch.ids = Tensor::make(DType::I32, {n}, first->data);
     return batch;
   }
   for (const BatchSequence& s : batch.seqs) {
