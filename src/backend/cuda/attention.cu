@@ -339,7 +339,7 @@ __global__ void kv_store_kernel(const float* k, const float* v, __half* kc, __ha
 
 template <int D>
 int resident_split_blocks_for() {
-  static const int blocks = resident_blocks(attention_split_kernel<D>, 32 * kWarps, sizeof(SplitSmem<D>));
+  static const int blocks = resident_blocks<attention_split_kernel<D>>(32 * kWarps, sizeof(SplitSmem<D>));
   return blocks;
 }
 

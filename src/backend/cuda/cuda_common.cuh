@@ -71,16 +71,15 @@ void allow_smem(size_t bytes) {
   (void)done;
 }
 
-// Blocks of `kernel` that fit on the whole GPU at once (one wave), with `dynamic_smem`
+// Blocks of `Kernel` that fit on the whole GPU at once (one wave), with `dynamic_smem`
 // bytes of dynamic shared memory each, which the kernel is allowed to take.
-template <class... Params>
-int resident_blocks(void (*kernel)(Params...), int threads, size_t dynamic_smem) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dynamic_smem)),
-             "cudaFuncSetAttribute");
+template <auto Kernel>
+int resident_blocks(int threads, size_t dynamic_smem) {
+  allow_smem<Kernel>(dynamic_smem);
   int device = 0, sms = 0, per_sm = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem),
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, dynamic_smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   return sms * per_sm > 1 ? sms * per_sm : 1;
 }

@@ -333,7 +333,7 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
       smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
-      static const int resident = resident_blocks(matvec_kernel<T, N>, 32 * kWarps, smem);
+      static const int resident = resident_blocks<matvec_kernel<T, N>>(32 * kWarps, smem);
       // One token: a warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(p.in / 256, kStageGroups);
       p.team = 1;
