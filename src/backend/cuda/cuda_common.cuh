@@ -15,10 +15,15 @@ namespace zinc::cuda {
 // Programmatic dependent launch. Kernels launched with launch_pdl() may be started
 // while the kernel before them on the stream is still finishing, which hides the
 // launch gap between dependent kernels (a decode step is hundreds of small ones).
-// Such a kernel calls pdl_begin() first: it waits until the previous grid has
-// completed with its writes visible, then lets the next kernel start launching.
-// Kernels whose first work does not depend on the previous kernel (weight loads)
-// issue it first and call pdl_wait() before reading activations.
+// Such a kernel calls pdl_begin() first: it lets the next kernel start launching,
+// so that the next one's weight copies (issued before its own wait) start as soon
+// as blocks leave the SMs, then waits until the previous grid has completed with
+// its writes visible. Kernels whose first work does not depend on the previous
+// kernel (weight loads) issue it first and call pdl_begin() before reading
+// activations. Since each kernel completes only after its wait, a kernel past its
+// wait sees every earlier kernel's writes; before its wait it may read nothing but
+// weights and state no earlier kernel of the step writes (moe.cu has the one
+// exception, and waits first to allow it).
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -30,8 +35,8 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 __device__ __forceinline__ void pdl_begin() {
-  pdl_wait();
   pdl_launch_dependents();
+  pdl_wait();
 }
 
 // Asynchronous 16-byte copies global -> shared (both 16-byte aligned), completed

@@ -46,8 +46,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
       wv[i] = p.w && j < n4 ? reinterpret_cast<const float4*>(p.w)[j] : make_float4(1, 1, 1, 1);
     }
   }
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   float ss = 0;
   if (p.vec) {
     const float4* x4 = reinterpret_cast<const float4*>(p.x + base);

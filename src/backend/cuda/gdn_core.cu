@@ -102,8 +102,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   float dt_bias = 0, a_neg = 0;
   if (tid < p.n) dt_bias = p.dt_bias[h], a_neg = p.a_neg[h];
 
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
 
   // ---- what the previous kernels wrote, all loads issued before any arithmetic ----
   float cur[kChannelsPerThread][kMaxTokens];

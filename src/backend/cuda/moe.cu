@@ -8,10 +8,11 @@
 //
 // Routed from logits (moe_ffn_routed), each gate_up block finds its expert itself
 // (one warp's top-k of the logits) and so does each down block, which does it, and
-// issues its weight copies, before it waits for gate_up: every kernel waits for the
-// one before it before it lets the next one start (pdl_begin), so when a kernel
-// starts, all kernels but the one right before it have completed, the router's
-// matvec among them.
+// issues its weight copies, before it waits for gate_up. That is safe because
+// gate_up, unlike other kernels (pdl_begin), waits for the kernel before it before
+// it lets down start: when down starts, every kernel before gate_up has completed,
+// the router's matvec among them. shared_expert_add, after down, reads the shared
+// expert's g and u before its wait on the same grounds.
 #include "backend/cuda/expert_decode.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -110,7 +111,8 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1)
   extern __shared__ uint4 smem[];
   // Bulk copies: [gate, up] of each row when a warp takes a row (row_wise), else of all rows.
   __shared__ uint64_t bars[2 * kExpertWarps];
-  pdl_begin();
+  pdl_wait();  // before letting down start: see the top of the file
+  pdl_launch_dependents();
   const int t = blockIdx.z, slot = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.ff - r0);
   const int pair = t * p.k + slot;
   const bool bulk = kBulkSpans && p.bulk;
