@@ -832,6 +832,42 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     for (int i = 0; i < kSteps; ++i) mismatches += host_fed[i] != device_fed[i];
     c.report(preset + " greedy, tokens fed back on the device != read back each step (tokens)", mismatches, 0);
   }
+
+  // The generation loop (zinc run / chat), whose greedy steps run one ahead on the
+  // device, against the same loop read back each step; and a reply ended by a token
+  // the step after it already absorbed (its read still in flight when it returns).
+  {
+    constexpr int kSteps = 48;
+    std::vector<int32_t> host_fed;
+    SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256), s3 = m_gpu->new_sequence(256);
+    Tensor id = gpu->alloc_persistent(DType::I32, {1});
+    Tensor l = m_gpu->forward(s1, prompt, 1);
+    for (int i = 0; i < kSteps; ++i) {
+      gpu->argmax(l, id);
+      int32_t token = -1;
+      gpu->read(id, &token, sizeof token);
+      host_fed.push_back(token);
+      l = m_gpu->forward(s1, std::span<const int32_t>(&token, 1), 1);
+    }
+    SamplerParams greedy;
+    greedy.temperature = 0;
+    Sampler sampler(greedy);
+    GenerateOptions opt;
+    opt.max_tokens = kSteps;
+    const auto all = [](int32_t) { return true; };
+    const GenerationResult r = generate(*m_gpu, *gpu, s2, prompt, sampler, opt, all);
+    int mismatches = r.tokens.size() == host_fed.size() ? 0 : kSteps;
+    for (size_t i = 0; i < std::min(r.tokens.size(), host_fed.size()); ++i) mismatches += r.tokens[i] != host_fed[i];
+    c.report(preset + " generate(), greedy steps run ahead != read back each step (tokens)", mismatches, 0);
+
+    opt.eog_ids = {host_fed[kSteps / 2]};
+    const size_t first = std::find(host_fed.begin(), host_fed.end(), host_fed[kSteps / 2]) - host_fed.begin();
+    const GenerationResult e = generate(*m_gpu, *gpu, s3, prompt, sampler, opt, all);
+    const bool as_documented = e.stop == StopReason::EndOfGeneration && e.end_absorbed &&
+                               e.tokens == std::vector<int32_t>(host_fed.begin(), host_fed.begin() + first) &&
+                               s3.n_past == static_cast<int64_t>(prompt.size() + first + 1);
+    c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
+  }
   std::filesystem::remove(path);
 }
 

@@ -14,6 +14,21 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// A greedy generation's token reads: step k's id lands in ids[k % 2]. Reads still in
+// flight when generation ends (a step queued ahead of the reply's last token, or an
+// error) are waited for, so that none lands after `ids` is gone.
+struct GreedyReads {
+  Backend& backend;
+  int32_t ids[2] = {-1, -1};
+  uint64_t tickets[2] = {0, 0};
+  ~GreedyReads() {
+    for (uint64_t t : tickets) try {
+        backend.wait_read(t);
+      } catch (...) {  // already failing: the error that got here is the one to report
+      }
+  }
+};
 }  // namespace
 
 GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, std::span<const int32_t> prompt,
@@ -30,11 +45,16 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   GenerationResult result;
   std::vector<float> logits(n_vocab);
-  // The next token from a forward pass's logits: a greedy sampler's argmax is taken on
-  // the backend and only the id is read, not n_vocab floats.
-  const bool on_backend = sampler.picks_argmax();
-  const auto next_token = [&](const Tensor& l) {
-    if (on_backend) return backend_argmax(backend, l)[0];
+  // A greedy sampler's argmax is taken on the backend into seq.sampled_id, which the
+  // next step reads there; only the id comes back.
+  const bool greedy = sampler.picks_argmax();
+  if (greedy && seq.sampled_id.empty()) seq.sampled_id = backend.alloc_persistent(DType::I32, {1});
+  GreedyReads reads{backend};
+  const auto queue_argmax = [&](const Tensor& l, int slot) {
+    backend.argmax(l, seq.sampled_id);
+    reads.tickets[slot] = backend.read_async(seq.sampled_id, &reads.ids[slot], sizeof(int32_t));
+  };
+  const auto host_sample = [&](const Tensor& l) {
     backend.read(l, logits.data(), logits.size() * sizeof(float));
     return sampler.sample(logits);
   };
@@ -46,19 +66,45 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
     last_logits = model.forward(seq, prompt.subspan(offset, n), 1);
   }
   for (int32_t t : prompt) sampler.accept(t);
-  int32_t token = next_token(last_logits);  // waits for the prompt's last pass
-  result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
-  result.stats.prompt_seconds = seconds_since(prefill_start);
+  int32_t token = -1;
+  if (greedy) queue_argmax(last_logits, 0);
+  else token = host_sample(last_logits);
+  // The prompt's time ends when its first token is in: here, or (greedy) at step 0.
+  auto decode_start = Clock::now();
+  const auto prompt_done = [&] {
+    result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+    result.stats.prompt_seconds = seconds_since(prefill_start);
+    decode_start = Clock::now();
+  };
+  bool prompt_timed = !greedy;
+  if (prompt_timed) prompt_done();
 
-  const auto decode_start = Clock::now();
   const auto is_eog = [&](int32_t t) {
     return std::find(options.eog_ids.begin(), options.eog_ids.end(), t) != options.eog_ids.end();
   };
+  static const int32_t kFedOnBackend = 0;  // sizes a step's chunk: its id is seq.sampled_id
+  const SequenceChunk fed_step{&seq, std::span(&kFedOnBackend, 1), 1, &seq.sampled_id};
+  bool absorbed = false;  // the token being taken was fed to a step already queued
   result.stop = StopReason::MaxTokens;
-  while (static_cast<int64_t>(result.tokens.size()) < options.max_tokens) {
+  for (int64_t k = 0; static_cast<int64_t>(result.tokens.size()) < options.max_tokens; ++k) {
+    if (greedy) {
+      // Step k + 1 goes before token k is read unless token k would be the budget's
+      // last or has no room left in the context.
+      const int slot = static_cast<int>(k % 2);
+      absorbed = static_cast<int64_t>(result.tokens.size()) + 1 < options.max_tokens && seq.n_past < seq.n_ctx;
+      if (absorbed) queue_argmax(model.forward_batch(std::span(&fed_step, 1)), 1 - slot);
+      backend.wait_read(reads.tickets[slot]);
+      token = reads.ids[slot];
+      if (!prompt_timed) {
+        prompt_done();
+        prompt_timed = true;
+      }
+    }
     sampler.accept(token);
     if (is_eog(token)) {
       result.stop = StopReason::EndOfGeneration;
+      result.end_token = token;
+      result.end_absorbed = absorbed;
       break;
     }
     result.tokens.push_back(token);
@@ -66,14 +112,20 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
       result.stop = StopReason::Callback;
       break;
     }
+    if (absorbed) continue;
     if (static_cast<int64_t>(result.tokens.size()) == options.max_tokens) break;
     if (seq.n_past >= seq.n_ctx) {
       result.stop = StopReason::ContextFull;
       break;
     }
-    token = next_token(model.forward(seq, std::span<const int32_t>(&token, 1), 1));
+    // Only a host sampler gets here: a greedy step that did not run ahead was the last.
+    token = host_sample(model.forward(seq, std::span<const int32_t>(&token, 1), 1));
   }
-  if (result.stop != StopReason::EndOfGeneration && !result.tokens.empty())
+  if (!prompt_timed) {  // no token was wanted (max_tokens 0)
+    backend.wait_read(reads.tickets[0]);
+    prompt_done();
+  }
+  if (result.stop != StopReason::EndOfGeneration && !result.tokens.empty() && !absorbed)
     result.not_absorbed.push_back(result.tokens.back());
   result.stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   result.stats.generation_seconds = seconds_since(decode_start);

@@ -19,6 +19,9 @@ struct SequenceState {
   int64_t n_ctx = 0;
   int64_t n_past = 0;  // tokens already absorbed
   std::vector<LayerState> layers;
+  // I32 {1} in backend memory, allocated by the first greedy generate(): the token a
+  // step picked on the backend, which the next step reads from there.
+  Tensor sampled_id;
 
   // Forget everything: the next forward starts at position 0.
   void reset(Backend& backend) {

@@ -1,6 +1,7 @@
 // The generation loop on a tiny random model: greedy output equals a hand-written
 // forward/argmax loop whatever the prefill chunking, and each way of stopping
-// leaves the sequence and the result as documented.
+// leaves the sequence and the result as documented, for greedy steps that run ahead
+// on the backend and for a sampler on the host.
 #include "runtime/generator.h"
 
 #include <algorithm>
@@ -44,17 +45,39 @@ class Generator : public ::testing::Test {
     return out;
   }
 
-  GenerationResult run(SequenceState& seq, GenerateOptions opt, const TokenCallback& cb = nullptr) {
-    SamplerParams greedy;
-    greedy.temperature = 0;
-    Sampler sampler(greedy);
+  // Greedy decoding (on the backend, steps run ahead), or with `on_host` a sampler
+  // that reads every logits row (a presence penalty too small to change the pick).
+  GenerationResult run(SequenceState& seq, GenerateOptions opt, const TokenCallback& cb = nullptr,
+                       bool on_host = false, std::span<const int32_t> prompt = {}) {
+    SamplerParams params;
+    params.temperature = 0;
+    if (on_host) params.presence_penalty = 1e-6f;
+    Sampler sampler(params);
+    EXPECT_EQ(sampler.picks_argmax(), !on_host);
     std::vector<int32_t> streamed;
-    GenerationResult r = generate(*model_, *backend_, seq, prompt_, sampler, opt, [&](int32_t t) {
-      streamed.push_back(t);
-      return cb ? cb(t) : true;
-    });
+    GenerationResult r =
+        generate(*model_, *backend_, seq, prompt.empty() ? prompt_ : prompt, sampler, opt, [&](int32_t t) {
+          streamed.push_back(t);
+          return cb ? cb(t) : true;
+        });
     EXPECT_EQ(streamed, r.tokens);  // every token reached the callback, in order
     return r;
+  }
+
+  // The greedy continuation of a sequence that absorbed `held` and then `next`.
+  std::vector<int32_t> reference_after(const std::vector<int32_t>& held, const std::vector<int32_t>& next, int n) {
+    std::vector<int32_t> all = held;
+    all.insert(all.end(), next.begin(), next.end());
+    SequenceState seq = model_->new_sequence(64);
+    std::vector<float> row(model_->n_vocab());
+    Tensor l = model_->forward(seq, all, 1);
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      backend_->read(l, row.data(), row.size() * sizeof(float));
+      out.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      l = model_->forward(seq, std::span(out).subspan(out.size() - 1, 1), 1);
+    }
+    return out;
   }
 
   std::unique_ptr<gguf::GgufFile> file_;
@@ -103,26 +126,78 @@ TEST_F(Generator, StopsAtEndOfGenerationWithoutStreamingIt) {
   const std::vector<int32_t> want = reference_greedy(512, 6);
   const int32_t eog = want[3];
   const auto first = std::find(want.begin(), want.end(), eog) - want.begin();
-  SequenceState seq = model_->new_sequence(64);
-  GenerateOptions opt;
-  opt.max_tokens = 6;
-  opt.eog_ids = {eog};
-  const GenerationResult r = run(seq, opt);
-  EXPECT_EQ(r.stop, StopReason::EndOfGeneration);
-  EXPECT_EQ(r.tokens, std::vector<int32_t>(want.begin(), want.begin() + first));
-  EXPECT_TRUE(r.not_absorbed.empty());
-  EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + first);
+  for (bool on_host : {false, true}) {
+    SequenceState seq = model_->new_sequence(64);
+    GenerateOptions opt;
+    opt.max_tokens = 6;
+    opt.eog_ids = {eog};
+    const GenerationResult r = run(seq, opt, nullptr, on_host);
+    EXPECT_EQ(r.stop, StopReason::EndOfGeneration);
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(want.begin(), want.begin() + first));
+    EXPECT_TRUE(r.not_absorbed.empty());
+    EXPECT_EQ(r.end_token, eog);
+    // Greedy steps ran ahead of the end token, so the sequence took it; a host
+    // sampler's did not.
+    EXPECT_EQ(r.end_absorbed, !on_host);
+    EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + first + (on_host ? 0 : 1));
+  }
 }
 
 TEST_F(Generator, CallbackCanStop) {
+  for (bool on_host : {false, true}) {
+    SequenceState seq = model_->new_sequence(64);
+    GenerateOptions opt;
+    opt.max_tokens = 10;
+    int calls = 0;
+    const GenerationResult r = run(seq, opt, [&](int32_t) { return ++calls < 2; }, on_host);
+    EXPECT_EQ(r.stop, StopReason::Callback);
+    EXPECT_EQ(r.tokens.size(), 2u);
+    // A greedy step after the last token was queued before the callback said stop.
+    EXPECT_EQ(r.not_absorbed.size(), on_host ? 1u : 0u);
+    EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + (on_host ? 1 : 2));
+  }
+}
+
+TEST_F(Generator, ANextTurnSeesExactlyWhatTheSequenceAbsorbed) {
+  // As a chat goes on: the next turn feeds what the sequence is owed (not_absorbed),
+  // the end token unless it was absorbed, then the new prompt; the reply equals one
+  // computed from scratch on everything in order.
+  const std::vector<int32_t> next{3, 1, 4, 1, 5};
+  const std::vector<int32_t> want = reference_greedy(512, 6);
+  for (bool on_host : {false, true})
+    for (bool by_eog : {true, false}) {
+      SequenceState seq = model_->new_sequence(64);
+      GenerateOptions opt;
+      opt.max_tokens = 6;
+      if (by_eog) opt.eog_ids = {want[2]};
+      int calls = 0;
+      const GenerationResult r = run(seq, opt, [&](int32_t) { return by_eog || ++calls < 2; }, on_host);
+      std::vector<int32_t> held = prompt_;
+      held.insert(held.end(), r.tokens.begin(), r.tokens.end());
+      std::vector<int32_t> feed = r.not_absorbed;
+      if (by_eog) {
+        ASSERT_EQ(r.stop, StopReason::EndOfGeneration);
+        held.push_back(r.end_token);
+        if (!r.end_absorbed) feed.push_back(r.end_token);
+      }
+      feed.insert(feed.end(), next.begin(), next.end());
+      GenerateOptions opt2;
+      opt2.max_tokens = 4;
+      const GenerationResult second = run(seq, opt2, nullptr, on_host, feed);
+      EXPECT_EQ(second.tokens, reference_after(held, next, 4)) << "on_host " << on_host << " by_eog " << by_eog;
+    }
+}
+
+TEST_F(Generator, NoTokenWantedStillTimesThePrompt) {
   SequenceState seq = model_->new_sequence(64);
   GenerateOptions opt;
-  opt.max_tokens = 10;
-  int calls = 0;
-  const GenerationResult r = run(seq, opt, [&](int32_t) { return ++calls < 2; });
-  EXPECT_EQ(r.stop, StopReason::Callback);
-  EXPECT_EQ(r.tokens.size(), 2u);
-  EXPECT_EQ(r.not_absorbed.size(), 1u);
+  opt.max_tokens = 0;
+  const GenerationResult r = run(seq, opt);
+  EXPECT_EQ(r.stop, StopReason::MaxTokens);
+  EXPECT_TRUE(r.tokens.empty() && r.not_absorbed.empty());
+  EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()));
+  EXPECT_EQ(r.stats.prompt_tokens, static_cast<int64_t>(prompt_.size()));
+  EXPECT_GT(r.stats.prompt_seconds, 0);
 }
 
 TEST_F(Generator, StopsWhenTheContextIsFull) {

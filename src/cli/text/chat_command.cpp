@@ -93,6 +93,9 @@ class Conversation {
     const std::string reply_text = m_.tokenizer->decode(result.tokens);
     messages_.push_back({{"role", "assistant"}, {"content", reply_text}});
     held_text_ = rendered + reply_text;
+    // Greedy decoding fed the end-of-generation token already: the next turn's
+    // template text holds it (or the prefix check starts over).
+    if (result.end_absorbed) held_text_ += m_.tokenizer->token_text(result.end_token);
     not_absorbed_ = result.not_absorbed;
     if (result.stop == StopReason::Callback) std::fprintf(stderr, "[stopped]\n");
     if (result.stop == StopReason::ContextFull) std::fprintf(stderr, "[the context is full: /reset to start over]\n");
