@@ -877,6 +877,7 @@ void add_gpu_check_command(CLI::App& app) {
   struct Args {
     bool ops_only = false, models_only = false, quiet = false;
     std::string dir = "/tmp";
+    std::string arch;  // empty: every architecture
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("gpu-check", "Check the CUDA backend against the CPU backend");
@@ -884,6 +885,7 @@ void add_gpu_check_command(CLI::App& app) {
   cmd->add_flag("--models-only", args->models_only, "Skip the op checks");
   cmd->add_flag("-q,--quiet", args->quiet, "Print failures only");
   cmd->add_option("--dir", args->dir, "Where to write the temporary tiny models")->capture_default_str();
+  cmd->add_option("--arch", args->arch, "Only the whole-model checks of this architecture");
   cmd->callback([args] {
     if (cuda_device_count() == 0) {
       std::printf("gpu-check: no CUDA GPU, skipped\n");
@@ -897,7 +899,7 @@ void add_gpu_check_command(CLI::App& app) {
       for (auto [arch, preset] : {std::pair{"qwen35moe", "tiny"}, std::pair{"qwen35moe", "tiny2"},
                                   std::pair{"llama", "tiny"}, std::pair{"llama", "tiny-llama3"},
                                   std::pair{"qwen3", "tiny"}, std::pair{"qwen3moe", "tiny"}})
-        check_model(c, arch, preset, args->dir);
+        if (args->arch.empty() || args->arch == arch) check_model(c, arch, preset, args->dir);
     std::printf("gpu-check: %d of %d checks failed\n", c.failures(), c.checks());
     if (c.failures() > 0) throw std::runtime_error("gpu-check failed");
   });
