@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -15,6 +16,62 @@ bool by_logit_desc(const Candidate& a, const Candidate& b) {
 
 void sort_if_needed(std::vector<Candidate>& c) {
   if (!std::is_sorted(c.begin(), c.end(), by_logit_desc)) std::sort(c.begin(), c.end(), by_logit_desc);
+}
+
+// keep_top_k on the whole row, without a candidate per token: one pass keeps the k
+// best in a heap whose front is the worst of them. Ids only grow along the row, so a
+// logit equal to the front's never wins its tie: only a larger one gets in.
+void top_k_of_row(std::span<const float> row, int k, std::vector<Candidate>& out) {
+  out.clear();
+  for (size_t i = 0; i < static_cast<size_t>(k); ++i) out.push_back({static_cast<int32_t>(i), row[i]});
+  std::make_heap(out.begin(), out.end(), by_logit_desc);
+  float worst = out.front().logit;
+  const auto offer = [&](size_t i) {
+    if (!(row[i] > worst)) return;
+    std::pop_heap(out.begin(), out.end(), by_logit_desc);
+    out.back() = {static_cast<int32_t>(i), row[i]};
+    std::push_heap(out.begin(), out.end(), by_logit_desc);
+    worst = out.front().logit;
+  };
+  // Runs of 16 whose largest logit does not beat the worst kept are skipped whole
+  // (nearly all of them, and a vectorisable test).
+  constexpr size_t kRun = 16;
+  size_t i = static_cast<size_t>(k);
+  for (; i + kRun <= row.size(); i += kRun) {
+    float best = row[i];
+    for (size_t j = 1; j < kRun; ++j) best = std::max(best, row[i + j]);
+    if (best > worst)
+      for (size_t j = 0; j < kRun; ++j) offer(i + j);
+  }
+  for (; i < row.size(); ++i) offer(i);
+  std::sort_heap(out.begin(), out.end(), by_logit_desc);
+}
+
+// keep_top_p then keep_min_p on the whole row, sorting only the prefix they keep:
+// both keep a prefix of the sorted row, so the shorter one is the answer. Top-p's
+// probabilities are over the whole row (its normaliser summed in id order); the
+// row is sorted in growing pieces until they reach p.
+void top_p_min_p_of_row(std::span<const float> row, float top_p, float min_p, std::vector<Candidate>& out) {
+  const float max_logit = *std::max_element(row.begin(), row.end());
+  // min-p's cut (keep_min_p), or everything.
+  const double threshold = min_p > 0 ? static_cast<double>(max_logit) + std::log(static_cast<double>(min_p))
+                                     : -std::numeric_limits<double>::infinity();
+  out.clear();
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] >= threshold) out.push_back({static_cast<int32_t>(i), row[i]});
+  if (top_p >= 1 || out.size() <= 1) return std::sort(out.begin(), out.end(), by_logit_desc);
+  double sum = 0;
+  for (float l : row) sum += std::exp(static_cast<double>(l) - max_logit);
+  double cumulative = 0;
+  for (size_t done = 0, end = std::min<size_t>(64, out.size()); done < out.size();
+       done = end, end = std::min(out.size(), 4 * end)) {
+    std::nth_element(out.begin() + done, out.begin() + end - 1, out.end(), by_logit_desc);
+    std::sort(out.begin() + done, out.begin() + end, by_logit_desc);
+    for (size_t i = done; i < end; ++i) {
+      cumulative += std::exp(static_cast<double>(out[i].logit) - max_logit) / sum;
+      if (cumulative >= top_p) return out.resize(i + 1);
+    }
+  }
 }
 }  // namespace
 
@@ -182,13 +239,17 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
   if (params_.temperature <= 0) return argmax(row);
 
-  candidates_.resize(row.size());
-  for (size_t i = 0; i < row.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), row[i]};
-  // With no truncation the draw needs no sorted order: skip sorting the whole vocab.
-  if (params_.top_k > 0 || params_.top_p < 1 || params_.min_p > 0) {
-    keep_top_k(candidates_, params_.top_k);
+  // Truncation without a sort of the whole vocabulary (248k tokens for Qwen3.5): the
+  // same survivors, in the same order, as keep_top_k, keep_top_p and keep_min_p.
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < row.size()) {
+    top_k_of_row(row, params_.top_k, candidates_);
     keep_top_p(candidates_, params_.top_p);
     keep_min_p(candidates_, params_.min_p);
+  } else if (params_.top_k > 0 || params_.top_p < 1 || params_.min_p > 0) {
+    top_p_min_p_of_row(row, params_.top_p, params_.min_p, candidates_);
+  } else {  // no truncation: the draw needs no sorted order
+    candidates_.resize(row.size());
+    for (size_t i = 0; i < row.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), row[i]};
   }
   const std::vector<double> probs = candidate_probabilities(candidates_, params_.temperature);
   return candidates_[draw_index(probs, next_uniform())].id;

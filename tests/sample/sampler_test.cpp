@@ -3,6 +3,7 @@
 #include "sample/sampler.h"
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -254,6 +255,44 @@ TEST(Sampler, SameSeedSameOutput) {
   std::vector<int32_t> out_c;
   for (int i = 0; i < 64; ++i) out_c.push_back(c.sample(logits));
   EXPECT_NE(out_a, out_c);
+}
+
+TEST(Sampler, WholeVocabularyTruncationEqualsTheStagesInOrder) {
+  // sample() truncates without sorting the whole row; the stage functions applied in
+  // order to every token, with the same uniform draws, pick the same tokens. Rows with
+  // many equal logits check the ties (lower id first).
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0, 2);
+  struct Case {
+    int top_k;
+    float top_p, min_p;
+  };
+  const Case cases[] = {{40, 0.95f, 0.05f}, {1, 1, 0},     {0, 0.9f, 0},      {0, 1, 0.1f},  {0, 0.5f, 0.05f},
+                        {5000, 1, 0},       {999, 0.8f, 0}, {3, 0.99f, 0.5f}, {0, 0.999f, 0}};
+  for (const Case& k : cases)
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> row(1000);
+      for (float& l : row) l = trial % 2 ? std::round(normal(gen) * 0.5f) : normal(gen);
+      SamplerParams p;
+      p.temperature = 0.7f;
+      p.top_k = k.top_k;
+      p.top_p = k.top_p;
+      p.min_p = k.min_p;
+      p.seed = 100 + trial;
+      Sampler sampler(p);
+      std::mt19937_64 rng(p.seed);
+      for (int draw = 0; draw < 4; ++draw) {
+        std::vector<Candidate> c;
+        for (size_t i = 0; i < row.size(); ++i) c.push_back({static_cast<int32_t>(i), row[i]});
+        keep_top_k(c, p.top_k);
+        keep_top_p(c, p.top_p);
+        keep_min_p(c, p.min_p);
+        const double uniform = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+        const int32_t want = c[draw_index(candidate_probabilities(c, p.temperature), uniform)].id;
+        ASSERT_EQ(sampler.sample(row), want)
+            << "top-k " << k.top_k << " top-p " << k.top_p << " min-p " << k.min_p << " trial " << trial;
+      }
+    }
 }
 
 TEST(Sampler, RejectsNonsenseParameters) {
