@@ -28,14 +28,15 @@ class Generator : public ::testing::Test {
     for (int i = 0; i < 9; ++i) prompt_.push_back(static_cast<int32_t>((i * 37 + 5) % model_->n_vocab()));
   }
 
-  // Greedy continuation written directly against Model::forward, feeding the prompt
-  // `chunk` tokens at a time.
-  std::vector<int32_t> reference_greedy(size_t chunk, int n) {
+  // Greedy continuation written directly against Model::forward, feeding `tokens`
+  // (the prompt unless given) `chunk` tokens at a time.
+  std::vector<int32_t> reference_greedy(size_t chunk, int n, const std::vector<int32_t>& given = {}) {
+    const std::vector<int32_t>& tokens = given.empty() ? prompt_ : given;
     SequenceState seq = model_->new_sequence(64);
     std::vector<float> row(model_->n_vocab());
     Tensor l;
-    for (size_t i = 0; i < prompt_.size(); i += chunk)
-      l = model_->forward(seq, std::span(prompt_).subspan(i, std::min(chunk, prompt_.size() - i)), 1);
+    for (size_t i = 0; i < tokens.size(); i += chunk)
+      l = model_->forward(seq, std::span(tokens).subspan(i, std::min(chunk, tokens.size() - i)), 1);
     std::vector<int32_t> out;
     for (int i = 0; i < n; ++i) {
       backend_->read(l, row.data(), row.size() * sizeof(float));
@@ -62,22 +63,6 @@ class Generator : public ::testing::Test {
         });
     EXPECT_EQ(streamed, r.tokens);  // every token reached the callback, in order
     return r;
-  }
-
-  // The greedy continuation of a sequence that absorbed `held` and then `next`.
-  std::vector<int32_t> reference_after(const std::vector<int32_t>& held, const std::vector<int32_t>& next, int n) {
-    std::vector<int32_t> all = held;
-    all.insert(all.end(), next.begin(), next.end());
-    SequenceState seq = model_->new_sequence(64);
-    std::vector<float> row(model_->n_vocab());
-    Tensor l = model_->forward(seq, all, 1);
-    std::vector<int32_t> out;
-    for (int i = 0; i < n; ++i) {
-      backend_->read(l, row.data(), row.size() * sizeof(float));
-      out.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
-      l = model_->forward(seq, std::span(out).subspan(out.size() - 1, 1), 1);
-    }
-    return out;
   }
 
   std::unique_ptr<gguf::GgufFile> file_;
@@ -172,19 +157,20 @@ TEST_F(Generator, ANextTurnSeesExactlyWhatTheSequenceAbsorbed) {
       if (by_eog) opt.eog_ids = {want[2]};
       int calls = 0;
       const GenerationResult r = run(seq, opt, [&](int32_t) { return by_eog || ++calls < 2; }, on_host);
-      std::vector<int32_t> held = prompt_;
-      held.insert(held.end(), r.tokens.begin(), r.tokens.end());
+      std::vector<int32_t> conversation = prompt_;  // every token, in order
+      conversation.insert(conversation.end(), r.tokens.begin(), r.tokens.end());
       std::vector<int32_t> feed = r.not_absorbed;
       if (by_eog) {
         ASSERT_EQ(r.stop, StopReason::EndOfGeneration);
-        held.push_back(r.end_token);
+        conversation.push_back(r.end_token);
         if (!r.end_absorbed) feed.push_back(r.end_token);
       }
       feed.insert(feed.end(), next.begin(), next.end());
       GenerateOptions opt2;
       opt2.max_tokens = 4;
       const GenerationResult second = run(seq, opt2, nullptr, on_host, feed);
-      EXPECT_EQ(second.tokens, reference_after(held, next, 4)) << "on_host " << on_host << " by_eog " << by_eog;
+      conversation.insert(conversation.end(), next.begin(), next.end());
+      EXPECT_EQ(second.tokens, reference_greedy(512, 4, conversation)) << "on_host " << on_host << " by_eog " << by_eog;
     }
 }
 
