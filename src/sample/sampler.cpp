@@ -49,28 +49,64 @@ void top_k_of_row(std::span<const float> row, int k, std::vector<Candidate>& out
 
 // keep_top_p then keep_min_p on the whole row, sorting only the prefix they keep:
 // both keep a prefix of the sorted row, so the shorter one is the answer. Top-p's
-// probabilities are over the whole row (its normaliser summed in id order); the
-// row is sorted in growing pieces until they reach p.
+// probabilities are over the whole row (its normaliser summed in id order). Without
+// min-p's cut, their mass per quarter-logit band below the best bounds where top-p's
+// prefix can end (a band of margin for rounding). The tokens above the cut are
+// sorted in growing pieces until they reach p; should rounding still leave p
+// unreached there, every token is taken.
 void top_p_min_p_of_row(std::span<const float> row, float top_p, float min_p, std::vector<Candidate>& out) {
   const float max_logit = *std::max_element(row.begin(), row.end());
   // min-p's cut (keep_min_p), or everything.
   const double threshold = min_p > 0 ? static_cast<double>(max_logit) + std::log(static_cast<double>(min_p))
                                      : -std::numeric_limits<double>::infinity();
-  out.clear();
-  for (size_t i = 0; i < row.size(); ++i)
-    if (row[i] >= threshold) out.push_back({static_cast<int32_t>(i), row[i]});
-  if (top_p >= 1 || out.size() <= 1) return std::sort(out.begin(), out.end(), by_logit_desc);
+  constexpr int kBands = 128, kBandsPerLogit = 4;
+  const auto band = [&](float l) {
+    const double below = (static_cast<double>(max_logit) - l) * kBandsPerLogit;
+    return below < kBands - 1 ? static_cast<int>(below) : kBands - 1;  // -inf and NaN: the last
+  };
+  const auto collect = [&](int last_band) {
+    out.clear();
+    for (size_t i = 0; i < row.size(); ++i)
+      if (row[i] >= threshold && band(row[i]) <= last_band) out.push_back({static_cast<int32_t>(i), row[i]});
+  };
+  if (top_p >= 1) {
+    collect(kBands - 1);
+    return std::sort(out.begin(), out.end(), by_logit_desc);
+  }
   double sum = 0;
-  for (float l : row) sum += std::exp(static_cast<double>(l) - max_logit);
-  double cumulative = 0;
-  for (size_t done = 0, end = std::min<size_t>(64, out.size()); done < out.size();
-       done = end, end = std::min(out.size(), 4 * end)) {
-    std::nth_element(out.begin() + done, out.begin() + end - 1, out.end(), by_logit_desc);
-    std::sort(out.begin() + done, out.begin() + end, by_logit_desc);
-    for (size_t i = done; i < end; ++i) {
-      cumulative += std::exp(static_cast<double>(out[i].logit) - max_logit) / sum;
-      if (cumulative >= top_p) return out.resize(i + 1);
+  int last_band = kBands - 1;
+  if (min_p > 0) {
+    for (float l : row) sum += std::exp(static_cast<double>(l) - max_logit);
+  } else {
+    double mass[kBands] = {};
+    for (float l : row) {
+      const double e = std::exp(static_cast<double>(l) - max_logit);
+      sum += e;
+      mass[band(l)] += e;
     }
+    double reached = 0;
+    for (int b = 0; b < kBands; ++b) {
+      reached += mass[b] / sum;
+      if (reached >= top_p) {
+        last_band = std::min(b + 1, kBands - 1);
+        break;
+      }
+    }
+  }
+  for (int pass = 0; pass < 2; ++pass, last_band = kBands - 1) {
+    collect(last_band);
+    if (out.size() <= 1) return;
+    double cumulative = 0;
+    for (size_t done = 0, end = std::min<size_t>(64, out.size()); done < out.size();
+         done = end, end = std::min(out.size(), 4 * end)) {
+      std::nth_element(out.begin() + done, out.begin() + end - 1, out.end(), by_logit_desc);
+      std::sort(out.begin() + done, out.begin() + end, by_logit_desc);
+      for (size_t i = done; i < end; ++i) {
+        cumulative += std::exp(static_cast<double>(out[i].logit) - max_logit) / sum;
+        if (cumulative >= top_p) return out.resize(i + 1);
+      }
+    }
+    if (last_band == kBands - 1) return;  // p unreached over every token: keep them all
   }
 }
 }  // namespace
