@@ -8,7 +8,6 @@
 #include <deque>
 #include <limits>
 #include <mutex>
-#include <numeric>
 #include <thread>
 #include <unordered_set>
 
@@ -33,13 +32,9 @@ void fill_logprobs(std::span<const float> logits, int k, TokenEvent& ev) {
   const double log_z = max + std::log(sum);
   ev.logprob = static_cast<float>(logits[ev.token] - log_z);
   if (k <= 0) return;
-  std::vector<int32_t> ids(logits.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  const size_t top = std::min<size_t>(static_cast<size_t>(k), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(top), ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  for (size_t i = 0; i < top; ++i) ev.top.push_back({ids[i], static_cast<float>(logits[ids[i]] - log_z)});
+  std::vector<Candidate> top;
+  top_k_of_row(logits, static_cast<int>(std::min<size_t>(static_cast<size_t>(k), logits.size())), top);
+  for (const Candidate& c : top) ev.top.push_back({c.id, static_cast<float>(c.logit - log_z)});
 }
 
 }  // namespace

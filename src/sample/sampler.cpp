@@ -18,35 +18,6 @@ void sort_if_needed(std::vector<Candidate>& c) {
   if (!std::is_sorted(c.begin(), c.end(), by_logit_desc)) std::sort(c.begin(), c.end(), by_logit_desc);
 }
 
-// keep_top_k on the whole row, without a candidate per token: one pass keeps the k
-// best in a heap whose front is the worst of them. Ids only grow along the row, so a
-// logit equal to the front's never wins its tie: only a larger one gets in.
-void top_k_of_row(std::span<const float> row, int k, std::vector<Candidate>& out) {
-  out.clear();
-  for (size_t i = 0; i < static_cast<size_t>(k); ++i) out.push_back({static_cast<int32_t>(i), row[i]});
-  std::make_heap(out.begin(), out.end(), by_logit_desc);
-  float worst = out.front().logit;
-  const auto offer = [&](size_t i) {
-    if (!(row[i] > worst)) return;
-    std::pop_heap(out.begin(), out.end(), by_logit_desc);
-    out.back() = {static_cast<int32_t>(i), row[i]};
-    std::push_heap(out.begin(), out.end(), by_logit_desc);
-    worst = out.front().logit;
-  };
-  // Runs of 16 whose largest logit does not beat the worst kept are skipped whole
-  // (nearly all of them, and a vectorisable test).
-  constexpr size_t kRun = 16;
-  size_t i = static_cast<size_t>(k);
-  for (; i + kRun <= row.size(); i += kRun) {
-    float best = row[i];
-    for (size_t j = 1; j < kRun; ++j) best = std::max(best, row[i + j]);
-    if (best > worst)
-      for (size_t j = 0; j < kRun; ++j) offer(i + j);
-  }
-  for (; i < row.size(); ++i) offer(i);
-  std::sort_heap(out.begin(), out.end(), by_logit_desc);
-}
-
 // keep_top_p then keep_min_p on the whole row, sorting only the prefix they keep:
 // both keep a prefix of the sorted row, so the shorter one is the answer. Top-p's
 // probabilities are over the whole row (its normaliser summed in id order). Without
@@ -171,6 +142,36 @@ void keep_top_k(std::vector<Candidate>& candidates, int k) {
   }
   std::partial_sort(candidates.begin(), candidates.begin() + k, candidates.end(), by_logit_desc);
   candidates.resize(k);
+}
+
+// One pass keeps the k best in a heap whose front is the worst of them. Ids only
+// grow along the row, so a logit equal to the front's never wins its tie: only a
+// larger one gets in.
+void top_k_of_row(std::span<const float> row, int k, std::vector<Candidate>& out) {
+  if (k < 1 || static_cast<size_t>(k) > row.size()) throw std::invalid_argument("top_k_of_row: k out of range");
+  out.clear();
+  for (size_t i = 0; i < static_cast<size_t>(k); ++i) out.push_back({static_cast<int32_t>(i), row[i]});
+  std::make_heap(out.begin(), out.end(), by_logit_desc);
+  float worst = out.front().logit;
+  const auto offer = [&](size_t i) {
+    if (!(row[i] > worst)) return;
+    std::pop_heap(out.begin(), out.end(), by_logit_desc);
+    out.back() = {static_cast<int32_t>(i), row[i]};
+    std::push_heap(out.begin(), out.end(), by_logit_desc);
+    worst = out.front().logit;
+  };
+  // Runs of 16 whose largest logit does not beat the worst kept are skipped whole
+  // (nearly all of them, and a vectorisable test).
+  constexpr size_t kRun = 16;
+  size_t i = static_cast<size_t>(k);
+  for (; i + kRun <= row.size(); i += kRun) {
+    float best = row[i];
+    for (size_t j = 1; j < kRun; ++j) best = std::max(best, row[i + j]);
+    if (best > worst)
+      for (size_t j = 0; j < kRun; ++j) offer(i + j);
+  }
+  for (; i < row.size(); ++i) offer(i);
+  std::sort_heap(out.begin(), out.end(), by_logit_desc);
 }
 
 void keep_top_p(std::vector<Candidate>& candidates, float p) {

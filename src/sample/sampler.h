@@ -63,6 +63,9 @@ int32_t argmax(std::span<const float> logits);
 // Each keeps the candidates sorted by logit, highest first (sorting them if needed),
 // and never removes the most likely one.
 void keep_top_k(std::vector<Candidate>& candidates, int k);
+// keep_top_k's result for a whole logits row, 1 <= k <= row.size(), into `out`,
+// without a candidate per token (one pass over the row).
+void top_k_of_row(std::span<const float> row, int k, std::vector<Candidate>& out);
 void keep_top_p(std::vector<Candidate>& candidates, float p);
 void keep_min_p(std::vector<Candidate>& candidates, float min_p);
 // softmax(logit / temperature) over the candidates, in their order.

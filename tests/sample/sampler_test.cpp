@@ -257,6 +257,26 @@ TEST(Sampler, SameSeedSameOutput) {
   EXPECT_NE(out_a, out_c);
 }
 
+TEST(Sampler, TopKOfARowEqualsKeepTopK) {
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal(0, 2);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<float> row(200 + trial);
+    for (float& l : row) l = trial % 2 ? std::round(normal(gen) * 0.5f) : normal(gen);  // odd: many ties
+    for (int k : {1, 2, 16, 17, 40, static_cast<int>(row.size()) - 1, static_cast<int>(row.size())}) {
+      std::vector<Candidate> want;
+      for (size_t i = 0; i < row.size(); ++i) want.push_back({static_cast<int32_t>(i), row[i]});
+      keep_top_k(want, k);
+      std::vector<Candidate> got;
+      top_k_of_row(row, k, got);
+      ASSERT_EQ(ids_of(got), ids_of(want)) << "trial " << trial << " k " << k;
+    }
+  }
+  std::vector<Candidate> out;
+  EXPECT_THROW(top_k_of_row(std::vector<float>{1, 2}, 3, out), std::invalid_argument);
+  EXPECT_THROW(top_k_of_row(std::vector<float>{1, 2}, 0, out), std::invalid_argument);
+}
+
 TEST(Sampler, WholeVocabularyTruncationEqualsTheStagesInOrder) {
   // sample() truncates without sorting the whole row; the stage functions applied in
   // order to every token, with the same uniform draws, pick the same tokens. Rows with
