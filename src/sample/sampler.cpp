@@ -37,8 +37,10 @@ void top_p_min_p_of_row(std::span<const float> row, float top_p, float min_p, st
   };
   const auto collect = [&](int last_band) {
     out.clear();
+    const bool every_band = last_band == kBands - 1;
     for (size_t i = 0; i < row.size(); ++i)
-      if (row[i] >= threshold && band(row[i]) <= last_band) out.push_back({static_cast<int32_t>(i), row[i]});
+      if (row[i] >= threshold && (every_band || band(row[i]) <= last_band))
+        out.push_back({static_cast<int32_t>(i), row[i]});
   };
   if (top_p >= 1) {
     collect(kBands - 1);

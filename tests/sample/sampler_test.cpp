@@ -24,6 +24,21 @@ std::vector<Candidate> from_probs(const std::vector<double>& probs) {
   return c;
 }
 
+// n normal logits (sd 2), or with `ties` rounded to a handful of values.
+std::vector<float> random_row(std::mt19937& gen, size_t n, bool ties) {
+  std::normal_distribution<float> normal(0, 2);
+  std::vector<float> row(n);
+  for (float& l : row) l = ties ? std::round(normal(gen) * 0.5f) : normal(gen);
+  return row;
+}
+
+// A candidate for every token of a row, in id order.
+std::vector<Candidate> all_candidates(const std::vector<float>& row) {
+  std::vector<Candidate> c;
+  for (size_t i = 0; i < row.size(); ++i) c.push_back({static_cast<int32_t>(i), row[i]});
+  return c;
+}
+
 SamplerParams plain(float temperature, uint64_t seed) {
   SamplerParams p;
   p.temperature = temperature;
@@ -259,13 +274,10 @@ TEST(Sampler, SameSeedSameOutput) {
 
 TEST(Sampler, TopKOfARowEqualsKeepTopK) {
   std::mt19937 gen(9);
-  std::normal_distribution<float> normal(0, 2);
   for (int trial = 0; trial < 60; ++trial) {
-    std::vector<float> row(200 + trial);
-    for (float& l : row) l = trial % 2 ? std::round(normal(gen) * 0.5f) : normal(gen);  // odd: many ties
+    const std::vector<float> row = random_row(gen, 200 + trial, trial % 2 == 1);
     for (int k : {1, 2, 16, 17, 40, static_cast<int>(row.size()) - 1, static_cast<int>(row.size())}) {
-      std::vector<Candidate> want;
-      for (size_t i = 0; i < row.size(); ++i) want.push_back({static_cast<int32_t>(i), row[i]});
+      std::vector<Candidate> want = all_candidates(row);
       keep_top_k(want, k);
       std::vector<Candidate> got;
       top_k_of_row(row, k, got);
@@ -282,7 +294,6 @@ TEST(Sampler, WholeVocabularyTruncationEqualsTheStagesInOrder) {
   // order to every token, with the same uniform draws, pick the same tokens. Rows with
   // many equal logits check the ties (lower id first).
   std::mt19937 gen(5);
-  std::normal_distribution<float> normal(0, 2);
   struct Case {
     int top_k;
     float top_p, min_p;
@@ -291,8 +302,7 @@ TEST(Sampler, WholeVocabularyTruncationEqualsTheStagesInOrder) {
                         {5000, 1, 0},       {999, 0.8f, 0}, {3, 0.99f, 0.5f}, {0, 0.999f, 0}};
   for (const Case& k : cases)
     for (int trial = 0; trial < 40; ++trial) {
-      std::vector<float> row(1000);
-      for (float& l : row) l = trial % 2 ? std::round(normal(gen) * 0.5f) : normal(gen);
+      const std::vector<float> row = random_row(gen, 1000, trial % 2 == 1);
       SamplerParams p;
       p.temperature = 0.7f;
       p.top_k = k.top_k;
@@ -302,8 +312,7 @@ TEST(Sampler, WholeVocabularyTruncationEqualsTheStagesInOrder) {
       Sampler sampler(p);
       std::mt19937_64 rng(p.seed);
       for (int draw = 0; draw < 4; ++draw) {
-        std::vector<Candidate> c;
-        for (size_t i = 0; i < row.size(); ++i) c.push_back({static_cast<int32_t>(i), row[i]});
+        std::vector<Candidate> c = all_candidates(row);
         keep_top_k(c, p.top_k);
         keep_top_p(c, p.top_p);
         keep_min_p(c, p.min_p);
