@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "backend/row_sampling.h"
 #include "backend/tensor.h"
 
 namespace zinc {
@@ -117,6 +118,11 @@ class Backend {
 
   // ids (I32 {n}) = argmax per row of logits {V, n}.
   virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+  // ids (I32 {n}) = one token per row of logits {V, n}, drawn by the sampler chain
+  // without penalties as draw_from_row (sample/sampler.h) draws it: top-k, top-p,
+  // min-p, softmax(logit / T) and the draw, with row t's parameters in params
+  // (I32 {8, >= n}, RowSampling each).
+  virtual void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) = 0;
 
   // ---- fused ops: each is exactly the composition its comment names (the CPU
   // backend runs that); a device backend saves launches and memory round trips.

@@ -296,6 +296,35 @@ void check_fused_ops(Checker& c) {
       c.cpu().argmax(l.cpu, am.cpu), c.gpu().argmax(l.gpu, am.gpu);
       c.report("argmax V=" + std::to_string(V) + " n=" + std::to_string(n), c.mismatches_i32(am), 0);
     }
+
+  // sample_rows against the CPU's draw_from_row on the same logits and draws: four
+  // rows of different settings, eight draws each; logits rounded to integers make
+  // many ties (lower id first); V = 262,145 makes slices of two passes.
+  std::mt19937_64 draws(17);
+  for (int64_t V : {248320, 262145, 1000})
+    for (bool ties : {false, true}) {
+      constexpr int64_t n = 4;
+      std::vector<float> host = c.randn(V * n, 3.0f);
+      if (ties)
+        for (float& x : host) x = std::round(x);
+      auto l = c.f32({V, n}, host);
+      const double off = -INFINITY;
+      int bad = 0;
+      for (int round = 0; round < 8; ++round) {
+        RowSampling rows[n] = {{0, std::log(0.05), 0.95f, 0.8f, 40},
+                               {0, off, 1, 1, 1},
+                               {0, off, 1, 1.5f, kMaxRowTopK},
+                               {0, std::log(0.2), 0.5f, 0.3f, 7}};
+        for (RowSampling& r : rows) r.uniform = static_cast<double>(draws() >> 11) * 0x1.0p-53;
+        std::vector<int32_t> words(8 * n);
+        std::memcpy(words.data(), rows, sizeof(rows));
+        auto params = c.i32({8, n}, words);
+        auto ids = c.out({n}, DType::I32);
+        c.cpu().sample_rows(l.cpu, params.cpu, ids.cpu), c.gpu().sample_rows(l.gpu, params.gpu, ids.gpu);
+        bad += static_cast<int>(c.mismatches_i32(ids));
+      }
+      c.report("sample_rows V=" + std::to_string(V) + (ties ? " ties" : ""), bad, 0);
+    }
 }
 
 // The batch (prefill) paths at tile edges: matmul over 2048-element rows and 300
@@ -867,6 +896,29 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
                                e.tokens == std::vector<int32_t>(host_fed.begin(), host_fed.begin() + first) &&
                                s3.n_past == static_cast<int64_t>(prompt.size() + first + 1);
     c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
+  }
+
+  // Top-k sampling drawn on the device (sample_rows, steps run ahead) against reading
+  // each row and sampling it on the host with the same seed.
+  {
+    constexpr int kSteps = 48;
+    SamplerParams topk;  // top-k 40, top-p 0.95, min-p 0.05
+    topk.temperature = 1.0f;
+    topk.seed = 5;
+    Sampler host(topk), drawn(topk);
+    SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256);
+    std::vector<int32_t> host_fed;
+    Tensor l = m_gpu->forward(s1, prompt, 1);
+    for (int i = 0; i < kSteps; ++i) {
+      host_fed.push_back(host.sample(read_logits(*gpu, l)));
+      l = m_gpu->forward(s1, std::span<const int32_t>(&host_fed.back(), 1), 1);
+    }
+    GenerateOptions opt;
+    opt.max_tokens = kSteps;
+    const GenerationResult r = generate(*m_gpu, *gpu, s2, prompt, drawn, opt, [](int32_t) { return true; });
+    int mismatches = r.tokens.size() == host_fed.size() ? 0 : kSteps;
+    for (size_t i = 0; i < std::min(r.tokens.size(), host_fed.size()); ++i) mismatches += r.tokens[i] != host_fed[i];
+    c.report(preset + " generate(), top-k drawn on the device != sampled on the host (tokens)", mismatches, 0);
   }
   std::filesystem::remove(path);
 }

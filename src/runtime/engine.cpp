@@ -68,6 +68,7 @@ struct Engine::Impl {
     slots.resize(static_cast<size_t>(o.n_parallel));
     for (Slot& s : slots) s.seq = model.new_sequence(o.n_ctx);
     next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
+    row_params = backend.alloc_persistent(DType::I32, {8, o.n_parallel});
     thread = std::thread([this] { run(); });
   }
 
@@ -217,28 +218,35 @@ struct Engine::Impl {
                         wants_logits ? 1 : 0});
       members.push_back(s);
     }
-    if (members.size() == order.size() && decodes_greedily(members)) {
+    if (members.size() == order.size() && decodes_on_backend(members)) {
       try {
-        launch_greedy(chunks, members);
+        launch_on_backend(chunks, members);
       } catch (const std::exception& e) {
         for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
       }
       return;
     }
     const int64_t V = model.n_vocab();
-    // Output rows whose request picks the argmax of the raw logits (greedy, no
-    // penalties, processors or logprobs) take it from the backend: 4 bytes read
+    // Output rows whose request draws from the raw logits (no penalties, processors
+    // or logprobs; greedy or top-k) take their token from the backend: 4 bytes read
     // instead of the row's n_vocab floats, and no pass over them on the host.
     std::vector<char> on_backend;
-    for (size_t i = 0; i < members.size(); ++i)
-      if (chunks[i].n_out > 0) on_backend.push_back(picks_argmax(*members[i]->request));
+    std::vector<Request*> drawn;  // per output row: its request when drawn on the backend
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (chunks[i].n_out == 0) continue;
+      on_backend.push_back(draws_on_backend(*members[i]->request));
+      drawn.push_back(on_backend.back() ? members[i]->request.get() : nullptr);
+    }
     const int64_t n_out = static_cast<int64_t>(on_backend.size());
     const auto n_picked = std::count(on_backend.begin(), on_backend.end(), 1);
     std::vector<int32_t> picked;
     try {
+      const bool argmax_only = std::all_of(drawn.begin(), drawn.end(),
+                                           [](const Request* r) { return !r || r->sampler->picks_argmax(); });
+      if (n_picked > 0 && !argmax_only) write_row_params(drawn);  // before the pass: see write_row_params
       Tensor logits = model.forward_batch(chunks);
       host_logits.resize(static_cast<size_t>(n_out * V));
-      if (n_picked > 0) picked = backend_argmax(backend, logits);
+      if (n_picked > 0) picked = argmax_only ? backend_argmax(backend, logits) : backend_draws(logits);
       const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
       if (n_picked == 0 && n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
       else
@@ -264,11 +272,12 @@ struct Engine::Impl {
     }
   }
 
-  // ---- greedy decoding one step ahead ----------------------------------------------
-  // When every active sequence decodes greedily (argmax on the backend), the engine
-  // queues step k + 1, fed on the backend with step k's argmax (next_ids), before it
-  // reads step k's tokens: the host's work for a step (reading, streaming, building
-  // the next batch) overlaps the step before on the device, as greedy_on_device() does.
+  // ---- decoding one step ahead ------------------------------------------------------
+  // When every active sequence decodes with its token drawn on the backend (argmax or
+  // sample_rows), the engine queues step k + 1, fed on the backend with step k's tokens
+  // (next_ids), before it reads them: the host's work for a step (reading, streaming,
+  // building the next batch) overlaps the step before on the device, as
+  // greedy_on_device() does.
   // A sequence that ends at step k (end of generation, a stop, a cancel) has its row
   // of step k + 1 dropped: its slot is reset when a request takes it again.
   struct Ahead {
@@ -278,18 +287,18 @@ struct Engine::Impl {
     uint64_t ticket = 0;
   };
 
-  bool decodes_greedily(const std::vector<Slot*>& members) const {
-    return !members.empty() && std::all_of(members.begin(), members.end(), [](const Slot* s) {
-             return !s->prefilling() && picks_argmax(*s->request);
+  bool decodes_on_backend(const std::vector<Slot*>& members) const {
+    return !members.empty() && std::all_of(members.begin(), members.end(), [&](const Slot* s) {
+             return !s->prefilling() && draws_on_backend(*s->request);
            });
   }
 
-  // Step k + 1 may be queued before step k's tokens are read: every member decodes
-  // greedily and step k ends none of them by length or context (whose step k + 1
+  // Step k + 1 may be queued before step k's tokens are read: every member draws on
+  // the backend and step k ends none of them by length or context (whose step k + 1
   // would be wasted, or would not fit), or has its state stored in the prefix cache
   // (which must happen before step k + 1 changes it). n_past already counts step k.
   bool can_run_ahead(const std::vector<Slot*>& members) const {
-    if (!decodes_greedily(members)) return false;
+    if (!decodes_on_backend(members)) return false;
     return std::none_of(members.begin(), members.end(), [&](const Slot* s) {
       const int64_t past = s->seq.n_past;
       return past + 1 >= s->seq.n_ctx || s->request->stats.generated_tokens + 1 >= s->request->options.max_tokens ||
@@ -297,13 +306,19 @@ struct Engine::Impl {
     });
   }
 
-  // Queues one greedy step over the members (chunks: their one token each, or none
-  // when fed from next_ids) with its argmax into next_ids, and the read of its tokens.
-  void launch_greedy(const std::vector<SequenceChunk>& chunks, const std::vector<Slot*>& members) {
+  // Queues one step over the members (chunks: their one token each, or none when fed
+  // from next_ids) with their tokens drawn into next_ids, and the read of those.
+  void launch_on_backend(const std::vector<SequenceChunk>& chunks, const std::vector<Slot*>& members) {
+    std::vector<Request*> drawn;
+    for (Slot* s : members) drawn.push_back(s->request.get());
+    const bool argmax_only =
+        std::all_of(drawn.begin(), drawn.end(), [](const Request* r) { return r->sampler->picks_argmax(); });
+    if (!argmax_only) write_row_params(drawn);
     const Tensor logits = model.forward_batch(chunks);
     Tensor ids = next_ids;
     ids.ne[0] = static_cast<int64_t>(members.size());
-    backend.argmax(logits, ids);
+    if (argmax_only) backend.argmax(logits, ids);
+    else backend.sample_rows(logits, row_params, ids);
     auto a = std::make_unique<Ahead>();
     a->members = members;
     for (const Slot* s : members) a->request.push_back(s->request->id);
@@ -331,7 +346,7 @@ struct Engine::Impl {
         chunks.push_back({&done->members[i]->seq, std::span(&kFedOnDevice, 1), 1, &fed[i]});
       }
       try {
-        launch_greedy(chunks, done->members);
+        launch_on_backend(chunks, done->members);
       } catch (const std::exception&) {
         // Nothing queued: the step after this one runs on its own and reports the error.
       }
@@ -359,8 +374,27 @@ struct Engine::Impl {
       cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.seq.n_past)), s.seq);
   }
 
-  static bool picks_argmax(const Request& r) {
-    return r.options.processors.empty() && r.options.top_logprobs < 0 && r.sampler->picks_argmax();
+  bool draws_on_backend(const Request& r) const {
+    return r.options.processors.empty() && r.options.top_logprobs < 0 && r.sampler->draws_from_row(model.n_vocab());
+  }
+
+  // Each output row's draw parameters (a placeholder top-1 for rows the host samples),
+  // taking each drawing request's random number. Written before the step's forward
+  // pass: a write inside it would end the backend's graph replay.
+  void write_row_params(const std::vector<Request*>& drawn) {
+    std::vector<RowSampling> rows(drawn.size());
+    for (size_t i = 0; i < drawn.size(); ++i)
+      if (drawn[i]) rows[i] = drawn[i]->sampler->next_row_sampling();
+    backend.write(row_params, rows.data(), rows.size() * sizeof(RowSampling));
+  }
+
+  // The tokens of sample_rows over the step's output rows, with write_row_params' parameters.
+  std::vector<int32_t> backend_draws(const Tensor& logits) {
+    const Tensor ids = backend.scratch(DType::I32, {logits.rows()});
+    backend.sample_rows(logits, row_params, ids);
+    std::vector<int32_t> out(static_cast<size_t>(logits.rows()));
+    backend.read(ids, out.data(), out.size() * sizeof(int32_t));
+    return out;
   }
 
   // The request's processors and sampler chain on its logits row, then take().
@@ -436,7 +470,8 @@ struct Engine::Impl {
   std::unique_ptr<PrefixCache> cache;
   std::vector<Slot> slots;
   std::vector<float> host_logits;
-  Tensor next_ids;               // I32 {n_parallel}: the argmax of the step in flight
+  Tensor next_ids;               // I32 {n_parallel}: the tokens of the step in flight
+  Tensor row_params;             // I32 {8, n_parallel}: RowSampling per output row of a step
   std::unique_ptr<Ahead> ahead;  // the step in flight, whose tokens are not read yet
   uint64_t admissions = 0;
 

@@ -15,14 +15,14 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A greedy generation's token reads: step k's id lands in ids[k % 2]. Reads still in
+// The token reads of a generation drawn on the backend: step k's id lands in ids[k % 2]. Reads still in
 // flight when generation ends (a step queued ahead of the reply's last token, or an
 // error) are waited for, so that none lands after `ids` is gone.
-struct GreedyReads {
+struct BackendReads {
   Backend& backend;
   int32_t ids[2] = {-1, -1};
   uint64_t tickets[2] = {0, 0};
-  ~GreedyReads() {
+  ~BackendReads() {
     for (uint64_t t : tickets) try {
         backend.wait_read(t);
       } catch (...) {  // already failing: the error that got here is the one to report
@@ -45,13 +45,23 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   GenerationResult result;
   std::vector<float> logits(n_vocab);
-  // A greedy sampler's argmax is taken on the backend into seq.sampled_id, which the
-  // next step reads there; only the id comes back.
-  const bool greedy = sampler.picks_argmax();
-  if (greedy && seq.sampled_id.empty()) seq.sampled_id = backend.alloc_persistent(DType::I32, {1});
-  GreedyReads reads{backend};
-  const auto queue_argmax = [&](const Tensor& l, int slot) {
-    backend.argmax(l, seq.sampled_id);
+  // A sampler that draws from the raw logits (greedy, or top-k without penalties) has
+  // its token drawn on the backend into seq.sampled_id, which the next step reads
+  // there; only the id comes back. A step's draw parameters are written before its
+  // forward pass (a write inside the pass would end the backend's graph replay).
+  const bool on_backend = sampler.draws_from_row(n_vocab);
+  const bool draws = on_backend && !sampler.picks_argmax();  // sample_rows, not argmax
+  if (on_backend && seq.sampled_id.empty()) seq.sampled_id = backend.alloc_persistent(DType::I32, {1});
+  if (draws && seq.row_params.empty()) seq.row_params = backend.alloc_persistent(DType::I32, {8, 1});
+  BackendReads reads{backend};
+  const auto next_draw = [&] {
+    if (!draws) return;
+    const RowSampling params = sampler.next_row_sampling();
+    backend.write(seq.row_params, &params, sizeof(params));
+  };
+  const auto queue_draw = [&](const Tensor& l, int slot) {
+    if (draws) backend.sample_rows(l, seq.row_params, seq.sampled_id);
+    else backend.argmax(l, seq.sampled_id);
     reads.tickets[slot] = backend.read_async(seq.sampled_id, &reads.ids[slot], sizeof(int32_t));
   };
   const auto host_sample = [&](const Tensor& l) {
@@ -61,22 +71,23 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   const auto prefill_start = Clock::now();
   Tensor last_logits;
+  if (on_backend) next_draw();
   for (size_t offset = 0; offset < prompt.size(); offset += options.prefill_chunk) {
     const size_t n = std::min<size_t>(options.prefill_chunk, prompt.size() - offset);
     last_logits = model.forward(seq, prompt.subspan(offset, n), 1);
   }
   for (int32_t t : prompt) sampler.accept(t);
   int32_t token = -1;
-  if (greedy) queue_argmax(last_logits, 0);
+  if (on_backend) queue_draw(last_logits, 0);
   else token = host_sample(last_logits);
-  // The prompt's time ends when its first token is in: here, or (greedy) at step 0.
+  // The prompt's time ends when its first token is in: here, or (drawn on the backend) at step 0.
   auto decode_start = Clock::now();
   const auto prompt_done = [&] {
     result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
     result.stats.prompt_seconds = seconds_since(prefill_start);
     decode_start = Clock::now();
   };
-  bool prompt_timed = !greedy;
+  bool prompt_timed = !on_backend;
   if (prompt_timed) prompt_done();
 
   const auto is_eog = [&](int32_t t) {
@@ -87,12 +98,15 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   bool absorbed = false;  // the token being taken was fed to a step already queued
   result.stop = StopReason::MaxTokens;
   for (int64_t k = 0; static_cast<int64_t>(result.tokens.size()) < options.max_tokens; ++k) {
-    if (greedy) {
+    if (on_backend) {
       // Step k + 1 goes before token k is read unless token k would be the budget's
       // last or has no room left in the context.
       const int slot = static_cast<int>(k % 2);
       absorbed = static_cast<int64_t>(result.tokens.size()) + 1 < options.max_tokens && seq.n_past < seq.n_ctx;
-      if (absorbed) queue_argmax(model.forward_batch(std::span(&fed_step, 1)), 1 - slot);
+      if (absorbed) {
+        next_draw();
+        queue_draw(model.forward_batch(std::span(&fed_step, 1)), 1 - slot);
+      }
       backend.wait_read(reads.tickets[slot]);
       token = reads.ids[slot];
       if (!prompt_timed) {
@@ -118,7 +132,8 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
       result.stop = StopReason::ContextFull;
       break;
     }
-    // Only a host sampler gets here: a greedy step that did not run ahead was the last.
+    // Only a host sampler gets here: a step drawn on the backend that did not run
+    // ahead was the last.
     token = host_sample(model.forward(seq, std::span<const int32_t>(&token, 1), 1));
   }
   if (!prompt_timed) {  // no token was wanted (max_tokens 0)

@@ -3,8 +3,10 @@
 // a full context, or the caller says stop. Knows token ids only (the tokenizer lives
 // in the text layer), so end-of-generation ids are passed in.
 //
-// A greedy sampler's steps run one ahead: step k + 1 is queued, fed on the backend
-// with step k's argmax, before step k's token is read, so the host's reading and
+// A sampler that draws from the raw logits (greedy, or top-k without penalties) has
+// its tokens drawn on the backend (argmax or Backend::sample_rows), and its steps run
+// one ahead: step k + 1 is queued, fed on the backend with step k's token, before
+// step k's token is read, so the host's reading and
 // streaming overlap the device's next step (as zinc bench and the serving engine
 // decode). Only a step that may not be needed (the token budget's or the context's
 // last) waits for its token first. A reply that the end-of-generation token or the
@@ -54,7 +56,7 @@ struct GenerationResult {
   std::vector<int32_t> not_absorbed;
   StopReason stop = StopReason::EndOfGeneration;
   // With StopReason::EndOfGeneration: the token that ended the reply (not streamed),
-  // and whether the sequence absorbed it (a greedy step after it was already queued).
+  // and whether the sequence absorbed it (a step after it was already queued).
   int32_t end_token = -1;
   bool end_absorbed = false;
   GenerationStats stats;

@@ -19,9 +19,10 @@ struct SequenceState {
   int64_t n_ctx = 0;
   int64_t n_past = 0;  // tokens already absorbed
   std::vector<LayerState> layers;
-  // I32 {1} in backend memory, allocated by the first greedy generate(): the token a
-  // step picked on the backend, which the next step reads from there.
+  // I32 {1} in backend memory, allocated by the first generate() that draws on the
+  // backend: the token a step picked there, which the next step reads from there.
   Tensor sampled_id;
+  Tensor row_params;  // I32 {8, 1}: that draw's RowSampling, when sampled (not argmax)
 
   // Forget everything: the next forward starts at position 0.
   void reset(Backend& backend) {

@@ -18,6 +18,15 @@ void sort_if_needed(std::vector<Candidate>& c) {
   if (!std::is_sorted(c.begin(), c.end(), by_logit_desc)) std::sort(c.begin(), c.end(), by_logit_desc);
 }
 
+// Sorted candidates whose logit is at least the best one's + offset (never the best).
+void keep_above_best_plus(std::vector<Candidate>& c, double offset) {
+  if (c.empty() || offset == -std::numeric_limits<double>::infinity()) return;
+  const double threshold = static_cast<double>(c.front().logit) + offset;
+  size_t keep = 1;
+  while (keep < c.size() && c[keep].logit >= threshold) ++keep;
+  c.resize(keep);
+}
+
 // keep_top_p then keep_min_p on the whole row, sorting only the prefix they keep:
 // both keep a prefix of the sorted row, so the shorter one is the answer. Top-p's
 // probabilities are over the whole row (its normaliser summed in id order). Without
@@ -196,10 +205,7 @@ void keep_min_p(std::vector<Candidate>& candidates, float min_p) {
   sort_if_needed(candidates);
   if (min_p <= 0 || candidates.empty()) return;
   // p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p), whatever the normaliser.
-  const double threshold = static_cast<double>(candidates.front().logit) + std::log(static_cast<double>(min_p));
-  size_t keep = 1;
-  while (keep < candidates.size() && candidates[keep].logit >= threshold) ++keep;
-  candidates.resize(keep);
+  keep_above_best_plus(candidates, std::log(static_cast<double>(min_p)));
 }
 
 std::vector<double> candidate_probabilities(std::span<const Candidate> candidates, float temperature) {
@@ -230,6 +236,15 @@ size_t draw_index(std::span<const double> probs, double uniform) {
   return probs.size() - 1;  // rounding left target at the very top
 }
 
+int32_t draw_from_row(std::span<const float> row, const RowSampling& s) {
+  std::vector<Candidate> candidates;
+  top_k_of_row(row, s.top_k, candidates);
+  keep_top_p(candidates, s.top_p);
+  keep_above_best_plus(candidates, s.log_min_p);
+  const std::vector<double> probs = candidate_probabilities(candidates, s.temperature);
+  return candidates[draw_index(probs, s.uniform)].id;
+}
+
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {
   if (params_.repeat_penalty <= 0) throw std::invalid_argument("repeat penalty must be > 0");
   if (params_.top_p <= 0) throw std::invalid_argument("top-p must be > 0");
@@ -253,6 +268,28 @@ void Sampler::accept(int32_t token) {
   if (params_.penalty_last_n <= 0) return;
   recent_.push_back(token);
   while (recent_.size() > static_cast<size_t>(params_.penalty_last_n)) recent_.pop_front();
+}
+
+bool Sampler::draws_from_row(int64_t n_vocab) const {
+  if (uses_penalties() || uses_dry()) return false;
+  const int k = params_.temperature <= 0 ? 1 : params_.top_k;
+  return k >= 1 && k <= kMaxRowTopK && k < n_vocab;
+}
+
+RowSampling Sampler::row_sampling(double uniform) const {
+  RowSampling s;
+  if (params_.temperature <= 0) return s;  // top-1: the argmax, lowest id on ties
+  s.uniform = uniform;
+  s.log_min_p = params_.min_p > 0 ? std::log(static_cast<double>(params_.min_p))
+                                  : -std::numeric_limits<double>::infinity();
+  s.top_p = params_.top_p;
+  s.temperature = params_.temperature;
+  s.top_k = params_.top_k;
+  return s;
+}
+
+RowSampling Sampler::next_row_sampling() {
+  return row_sampling(params_.temperature <= 0 ? 0.0 : next_uniform());
 }
 
 double Sampler::next_uniform() {
@@ -280,11 +317,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
 
   // Truncation without a sort of the whole vocabulary (248k tokens for Qwen3.5): the
   // same survivors, in the same order, as keep_top_k, keep_top_p and keep_min_p.
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < row.size()) {
-    top_k_of_row(row, params_.top_k, candidates_);
-    keep_top_p(candidates_, params_.top_p);
-    keep_min_p(candidates_, params_.min_p);
-  } else if (params_.top_k > 0 || params_.top_p < 1 || params_.min_p > 0) {
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < row.size())
+    return draw_from_row(row, row_sampling(next_uniform()));
+  if (params_.top_k > 0 || params_.top_p < 1 || params_.min_p > 0) {
     top_p_min_p_of_row(row, params_.top_p, params_.min_p, candidates_);
   } else {  // no truncation: the draw needs no sorted order
     candidates_.resize(row.size());

@@ -22,6 +22,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/row_sampling.h"
+
 namespace zinc {
 
 struct SamplerParams {
@@ -72,6 +74,10 @@ void keep_min_p(std::vector<Candidate>& candidates, float min_p);
 std::vector<double> candidate_probabilities(std::span<const Candidate> candidates, float temperature);
 // Index i with probability probs[i], from one uniform number in [0, 1).
 size_t draw_index(std::span<const double> probs, double uniform);
+// Stages 3 and 4 on a row with top-k on: top_k_of_row, keep_top_p, min-p's cut at
+// the best logit + s.log_min_p (keep_min_p's), softmax(logit / T) and draw_index at
+// s.uniform. Backend::sample_rows' reference.
+int32_t draw_from_row(std::span<const float> row, const RowSampling& s);
 
 class Sampler {
  public:
@@ -84,6 +90,13 @@ class Sampler {
   // True when sample(row) is argmax(row) for every row (greedy, no penalties): the
   // caller may then take the argmax where the logits are (the GPU) and skip the row.
   bool picks_argmax() const { return params_.temperature <= 0 && !uses_penalties() && !uses_dry(); }
+  // True when sample(row) is draw_from_row(row, next_row_sampling()) for every row of
+  // n_vocab logits (greedy as top-1, or top-k at most kMaxRowTopK, and no penalties):
+  // the caller may then draw where the logits are (Backend::sample_rows).
+  bool draws_from_row(int64_t n_vocab) const;
+  // The parameters of the next draw_from_row; consumes the random number that
+  // sample() would (none when greedy).
+  RowSampling next_row_sampling();
   // Forgets the history (the random stream goes on).
   void reset_history() {
     recent_.clear();
@@ -96,6 +109,7 @@ class Sampler {
   bool uses_penalties() const;
   bool uses_dry() const { return params_.dry_multiplier != 0 && params_.dry_penalty_last_n != 0; }
   double next_uniform();
+  RowSampling row_sampling(double uniform) const;
 
   SamplerParams params_;
   std::mt19937_64 rng_;

@@ -255,6 +255,52 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
   }
 }
 
+// Top-k sampled requests (no penalties or logprobs) have their tokens drawn on the
+// backend, with steps run ahead when the whole batch draws there, and mixed into
+// batches with greedy requests and ones the host samples (logprobs, a penalty): each
+// request gets the tokens of a host loop that reads every row and samples it with
+// the request's seed, alone or together.
+TEST_P(EngineTest, TopKSamplingOnTheBackendEqualsTheHostChain) {
+  Loaded l = load(GetParam(), "tiny");
+  Model& m = *l.model;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(make_prompt(m, 2 + i * 7, i + 30));
+  const auto make = [&](size_t i) {
+    RequestOptions r;
+    r.prompt = prompts[i];
+    r.max_tokens = 10;
+    r.sampling.temperature = i == 0 ? 0.0f : 1.5f;
+    r.sampling.seed = 40 + i;
+    if (i == 4) r.top_logprobs = 0;
+    if (i == 5) r.sampling.presence_penalty = 0.5f;
+    return r;
+  };
+  const int64_t block = 16;
+  EngineOptions opt = engine_options(4, 96, block, 40, 0);
+  const auto alone = serve(m, *l.backend, opt, prompts.size(), make, true);
+  const auto together = serve(m, *l.backend, opt, prompts.size(), make, false);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RequestOptions r = make(i);
+    Sampler host(r.sampling);
+    EXPECT_EQ(host.draws_from_row(m.n_vocab()), i != 5) << "request " << i;  // 4: logprobs keep it on the host
+    for (int32_t t : r.prompt) host.accept(t);
+    // The prompt in the engine's chunks (block-aligned), then one token a step.
+    SequenceState seq = m.new_sequence(96);
+    Tensor logits;
+    for (size_t at = 0; at < r.prompt.size(); at += block)
+      logits = m.forward(seq, std::span(r.prompt).subspan(at, std::min<size_t>(block, r.prompt.size() - at)), 1);
+    std::vector<int32_t> want;
+    for (int k = 0; k < 10; ++k) {
+      std::vector<float> row = read_all(*l.backend, logits);
+      want.push_back(host.sample(row));
+      host.accept(want.back());
+      logits = m.forward(seq, std::span(want).last(1), 1);
+    }
+    EXPECT_EQ(alone[i].tokens, want) << "request " << i;
+    EXPECT_EQ(together[i].tokens, want) << "request " << i;
+  }
+}
+
 // Stops, cancels, the queue limit and the context limit, on the host chain and with
 // greedy requests running one step ahead (no logprobs).
 TEST_P(EngineTest, StopCancelAndQueueLimit) {

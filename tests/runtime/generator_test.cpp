@@ -1,7 +1,8 @@
 // The generation loop on a tiny random model: greedy output equals a hand-written
 // forward/argmax loop whatever the prefill chunking, and each way of stopping
 // leaves the sequence and the result as documented, for greedy steps that run ahead
-// on the backend and for a sampler on the host.
+// on the backend and for a sampler on the host; top-k sampling drawn on the backend
+// equals the host's chain.
 #include "runtime/generator.h"
 
 #include <algorithm>
@@ -172,6 +173,43 @@ TEST_F(Generator, ANextTurnSeesExactlyWhatTheSequenceAbsorbed) {
       conversation.insert(conversation.end(), next.begin(), next.end());
       EXPECT_EQ(second.tokens, reference_greedy(512, 4, conversation)) << "on_host " << on_host << " by_eog " << by_eog;
     }
+}
+
+TEST_F(Generator, TopKSamplingDrawsOnTheBackendAsTheHostChain) {
+  // Top-k sampling without penalties is drawn on the backend (sample_rows) with steps
+  // run ahead: the tokens of a host loop that reads every row and samples it with the
+  // same seed, and an end token leaves the sequence having absorbed it.
+  SamplerParams p;  // top-k 40, top-p 0.95, min-p 0.05
+  p.temperature = 1.5f;
+  const size_t n_vocab = static_cast<size_t>(model_->n_vocab());
+  for (uint64_t seed : {1, 2, 3}) {
+    p.seed = seed;
+    Sampler host(p);
+    SequenceState ref = model_->new_sequence(64);
+    std::vector<float> row(n_vocab);
+    Tensor l = model_->forward(ref, prompt_, 1);
+    std::vector<int32_t> want;
+    for (int i = 0; i < 10; ++i) {
+      backend_->read(l, row.data(), row.size() * sizeof(float));
+      want.push_back(host.sample(row));
+      l = model_->forward(ref, std::span(want).last(1), 1);
+    }
+    for (bool by_eog : {false, true}) {
+      Sampler sampler(p);
+      ASSERT_TRUE(sampler.draws_from_row(model_->n_vocab()));
+      SequenceState seq = model_->new_sequence(64);
+      GenerateOptions opt;
+      opt.max_tokens = 10;
+      if (by_eog) opt.eog_ids = {want[4]};
+      const GenerationResult r =
+          generate(*model_, *backend_, seq, prompt_, sampler, opt, [](int32_t) { return true; });
+      const auto end = by_eog ? std::find(want.begin(), want.end(), want[4]) - want.begin() : 10;
+      EXPECT_EQ(r.tokens, std::vector<int32_t>(want.begin(), want.begin() + end)) << "seed " << seed;
+      EXPECT_EQ(r.stop, by_eog ? StopReason::EndOfGeneration : StopReason::MaxTokens);
+      EXPECT_EQ(r.end_absorbed, by_eog);
+      EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + (by_eog ? end + 1 : 9));
+    }
+  }
 }
 
 TEST_F(Generator, NoTokenWantedStillTimesThePrompt) {

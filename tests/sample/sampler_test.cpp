@@ -324,6 +324,57 @@ TEST(Sampler, WholeVocabularyTruncationEqualsTheStagesInOrder) {
     }
 }
 
+TEST(Sampler, RowDrawsAreTheChainsDraws) {
+  // A sampler that draws from the raw logits gives the backend draw_from_row's
+  // parameters, and that draw is sample()'s, with the same random numbers in turn.
+  std::mt19937 gen(9);
+  struct Case {
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+  };
+  const Case cases[] = {{0, 40, 0.95f, 0.05f}, {0.8f, 40, 0.95f, 0.05f}, {0.7f, 1, 1, 0},   {1.3f, 5, 0.5f, 0},
+                        {0.3f, 128, 1, 0.2f},  {2.0f, 128, 0.999f, 0},   {1, 7, 1, 0.05f}};
+  for (const Case& k : cases)
+    for (int trial = 0; trial < 20; ++trial) {
+      const std::vector<float> row = random_row(gen, 300 + trial, trial % 2 == 1);
+      SamplerParams p;
+      p.temperature = k.temperature;
+      p.top_k = k.top_k;
+      p.top_p = k.top_p;
+      p.min_p = k.min_p;
+      p.seed = 7 + trial;
+      Sampler host(p), row_draws(p);
+      ASSERT_TRUE(row_draws.draws_from_row(static_cast<int64_t>(row.size())));
+      for (int draw = 0; draw < 4; ++draw) {
+        const RowSampling s = row_draws.next_row_sampling();
+        EXPECT_EQ(s.top_k, k.temperature > 0 ? k.top_k : 1);
+        ASSERT_EQ(draw_from_row(row, s), host.sample(row)) << "case top-k " << k.top_k << " trial " << trial;
+      }
+    }
+}
+
+TEST(Sampler, DrawsFromRowOnlyWithoutPenaltiesAndWithASmallTopK) {
+  SamplerParams p;  // the defaults: top-k 40, no penalties
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  EXPECT_FALSE(Sampler(p).draws_from_row(40));  // top-k keeps the whole row: the host's path
+  p.top_k = kMaxRowTopK + 1;
+  EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+  p.top_k = 0;
+  EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+  p.temperature = 0;  // greedy: top-1 whatever top-k says
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  p = SamplerParams{};
+  p.repeat_penalty = 1.1f;
+  EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+  p = SamplerParams{};
+  p.presence_penalty = 0.5f;
+  EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+  p = SamplerParams{};
+  p.dry_multiplier = 0.8f;
+  EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+}
+
 TEST(Sampler, RejectsNonsenseParameters) {
   SamplerParams p;
   p.top_p = 0;

@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "quant/half.h"
 #include "quant/quant.h"
+#include "sample/sampler.h"
 
 namespace zinc {
 namespace {
@@ -433,6 +434,17 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < logits.rows(); ++t) {
       const float* l = logits.as<const float>() + t * V;
       ids.as<int32_t>()[t] = static_cast<int32_t>(std::max_element(l, l + V) - l);
+    }
+  }
+  void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) override {
+    const int64_t V = logits.ne[0], n = logits.rows();
+    check(params.type == DType::I32 && params.ne[0] == 8 && params.rows() >= n, "sample_rows", "params shape");
+    check(ids.type == DType::I32 && ids.n_elements() == n, "sample_rows", "ids shape");
+    for (int64_t t = 0; t < n; ++t) {
+      RowSampling s;
+      std::memcpy(static_cast<void*>(&s), params.as<const int32_t>() + 8 * t, sizeof(s));
+      check(s.top_k >= 1 && s.top_k <= kMaxRowTopK && s.top_k < V, "sample_rows", "top-k out of range");
+      ids.as<int32_t>()[t] = draw_from_row(std::span(logits.as<const float>() + t * V, static_cast<size_t>(V)), s);
     }
   }
 

@@ -110,7 +110,7 @@ enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
   MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd, GdnCore, AttentionPrepare, AttentionGated,
-  MoeBlock,
+  MoeBlock, SampleRows,
 };
 // For zinc bench --profile: names in OpId order (extend both together).
 const char* op_name(uint64_t id) {
@@ -118,7 +118,7 @@ const char* op_name(uint64_t id) {
       "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
       "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
       "gdn_prepare", "shared_expert_add", "gdn_core", "attention_prepare",
-      "attention_gated", "moe_block"};
+      "attention_gated", "moe_block", "sample_rows"};
   return id < std::size(names) ? names[id] : "?";
 }
 
@@ -475,6 +475,20 @@ class CudaBackend final : public Backend {
     float* partials = static_cast<float*>(arena_.take(cuda::argmax_partials(logits.ne[0], logits.rows()) * sizeof(float)));
     submit(Key(OpId::Argmax) << logits << ids, [=](cudaStream_t s) {
       cuda::argmax(logits.as<const float>(), logits.ne[0], logits.rows(), ids.as<int32_t>(), partials, s);
+    });
+  }
+  // The rows' parameters are on the device (written just before the pass), so their
+  // top-k is not checked here: the kernel clamps it to [1, min(kMaxRowTopK, V)].
+  void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) override {
+    check_f32(logits, "sample_rows");
+    check(params.type == DType::I32 && params.ne[0] == 8 && params.rows() >= logits.rows(), "sample_rows",
+          "params shape");
+    check(ids.type == DType::I32 && ids.n_elements() == logits.rows(), "sample_rows", "ids shape");
+    const size_t n = cuda::sample_rows_partials(logits.ne[0], logits.rows());
+    auto* partials = static_cast<uint64_t*>(arena_.take(n * sizeof(uint64_t)));
+    submit(Key(OpId::SampleRows) << logits << params << ids, [=](cudaStream_t s) {
+      cuda::sample_rows(logits.as<const float>(), logits.ne[0], logits.rows(), params.as<const RowSampling>(),
+                        ids.as<int32_t>(), partials, s);
     });
   }
 

@@ -57,6 +57,10 @@ void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t
 // argmax needs argmax_partials() floats of `partials` (each row split over many blocks).
 size_t argmax_partials(int64_t V, int64_t rows);
 void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, float* partials, cudaStream_t s);
+// sample_rows needs sample_rows_partials() uint64 of `partials`; params: one RowSampling per row.
+size_t sample_rows_partials(int64_t V, int64_t rows);
+void sample_rows(const float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,
+                 uint64_t* partials, cudaStream_t s);
 
 // Gated DeltaNet pieces (semantics in backend.h).
 void gdn_gates(const float* a, const float* b, const float* dt_bias, const float* a_neg, float* g, float* beta,
