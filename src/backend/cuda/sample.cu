@@ -1,21 +1,26 @@
 // sample_rows: the sampler chain without penalties (draw_from_row in
 // sample/sampler.h) for each row of logits, on the device, so that a sampled step
 // reads back one id instead of the row. Two launches: blocks that each keep the
-// best kMaxRowTopK of a slice of the row, then one block per row that sorts the
-// slices' top-k and a warp that truncates and draws in double precision, in the
+// row's top-k of a slice of it, then one block per row that takes the top-k of the
+// slices' lists and a warp that truncates and draws in double precision, in the
 // host's order of operations.
+//
+// Neither sorts everything it reads: a lower bound on the k-th best key (the k-th
+// best of the threads' maxima in a slice; the best of the slices' k-th keys in the
+// pick) admits few candidates besides the top-k, and only those are sorted.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace zinc::cuda {
 namespace {
 
-constexpr int kThreads = 512;
-constexpr int kSortKeys = 4096;                        // keys a slice block sorts at once
-constexpr int kPassKeys = kSortKeys - kMaxRowTopK;     // new logits per sort: the best so far stay in front
+constexpr int kThreads = 512, kPerThread = 8;
+constexpr int kPassKeys = kThreads * kPerThread;  // logits a slice block holds at once
 constexpr int kMaxSlices = 64;
-constexpr int kPickKeys = kMaxSlices * kMaxRowTopK;    // the pick block's keys at most
-constexpr size_t kPickSmem = kPickKeys * sizeof(uint64_t);
+// Candidates sorted at once: a pass's and the best so far (slice), or every list's (pick).
+constexpr int kListKeys = 2 * kPassKeys;
+static_assert(kListKeys >= kPassKeys + kMaxRowTopK && kListKeys >= kMaxSlices * kMaxRowTopK);
+constexpr size_t kListSmem = kListKeys * sizeof(uint64_t);
 
 // A logit and its id as one key ordered as the host's by_logit_desc: larger logit,
 // then lower id. 0 is below every key (padding).
@@ -46,54 +51,116 @@ __device__ void sort_desc(uint64_t* keys, int n) {
     }
 }
 
-// grid (slices, rows): block b leaves the best kMaxRowTopK keys of the row's slice b,
-// sorted, in partials {kMaxRowTopK, slices, rows}.
+// The row's top-k: its parameter clamped to [1, min(kMaxRowTopK, V)].
+__device__ __forceinline__ int row_top_k(const RowSampling& s, int64_t V) {
+  const int limit = V < kMaxRowTopK ? static_cast<int>(V) : kMaxRowTopK;
+  return s.top_k < 1 ? 1 : (s.top_k > limit ? limit : s.top_k);
+}
+
+__device__ __forceinline__ uint64_t block_max_key(uint64_t v, uint64_t* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = 0;
+  for (int w = 0; w < kThreads / 32; ++w) v = max(v, shared[w]);
+  return v;
+}
+
+// Pads list[n, n2) with 0 (n2 the power of two at least n) and sorts list[0, n2).
+__device__ void sort_candidates(uint64_t* list, int n) {
+  int n2 = 2;
+  while (n2 < n) n2 <<= 1;
+  for (int i = n + threadIdx.x; i < n2; i += blockDim.x) list[i] = 0;
+  __syncthreads();
+  sort_desc(list, n2);
+}
+
+// grid (slices, rows): block b leaves the row's top-k keys of its slice b, sorted,
+// in partials {kMaxRowTopK, slices, rows} (0 after them).
 __global__ void __launch_bounds__(kThreads) sample_slice_kernel(const float* logits, int64_t V, int64_t slice,
-                                                                uint64_t* partials) {
+                                                                const RowSampling* params, uint64_t* partials) {
   pdl_begin();
-  __shared__ uint64_t keys[kSortKeys];
+  extern __shared__ uint64_t list[];  // kListKeys: the best so far, then this pass's candidates
+  __shared__ uint64_t maxima[kThreads];
+  __shared__ int count;
+  const int k = row_top_k(params[blockIdx.y], V);
   const float* l = logits + static_cast<int64_t>(blockIdx.y) * V;
   const int64_t begin = blockIdx.x * slice, end = begin + slice < V ? begin + slice : V;
-  for (int i = threadIdx.x; i < kMaxRowTopK; i += blockDim.x) keys[i] = 0;
+  int kept = 0;  // list[0, kept): the best so far, sorted
   for (int64_t from = begin; from < end; from += kPassKeys) {
-    for (int i = threadIdx.x; i < kPassKeys; i += blockDim.x)
-      keys[kMaxRowTopK + i] = from + i < end ? make_key(l[from + i], from + i) : 0;
+    uint64_t key[kPerThread], best = 0;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int64_t i = from + j * kThreads + threadIdx.x;
+      key[j] = i < end ? make_key(l[i], i) : 0;
+      best = max(best, key[j]);
+    }
+    maxima[threadIdx.x] = best;
+    if (threadIdx.x == 0) count = kept;
     __syncthreads();
-    sort_desc(keys, kSortKeys);
+    sort_desc(maxima, kThreads);
+    // The k best maxima are k keys of this pass: its k-th best is at least the k-th of
+    // them, and the k-th best of all so far at least that and the kept k-th.
+    uint64_t bound = max(maxima[k - 1], kept >= k ? list[k - 1] : 0);
+    bound = max(bound, uint64_t{1});  // padding never enters
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j)
+      if (key[j] >= bound) list[atomicAdd(&count, 1)] = key[j];
+    __syncthreads();
+    const int n = count;
+    sort_candidates(list, n);
+    kept = n < k ? n : k;
   }
   uint64_t* out = partials + (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMaxRowTopK;
-  for (int i = threadIdx.x; i < kMaxRowTopK; i += blockDim.x) out[i] = keys[i];
+  for (int i = threadIdx.x; i < kMaxRowTopK; i += blockDim.x) out[i] = i < kept ? list[i] : 0;
 }
 
 // One block per row: the row's top-k from its slices' lists, then draw_from_row's
-// truncation and draw on those k by one warp (exp per lane, sums in order by lane 0).
+// truncation and draw on those k by one warp (exp and division per lane, sums in
+// order by lane 0).
 __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* partials, int64_t V, int slices,
                                                                const RowSampling* params, int32_t* ids) {
   pdl_begin();
-  extern __shared__ uint64_t keys[];  // kPickKeys
+  extern __shared__ uint64_t list[];  // kListKeys
+  __shared__ uint64_t warp_max[kThreads / 32];
   __shared__ double e[kMaxRowTopK];
+  __shared__ int count;
   const RowSampling s = params[blockIdx.x];
-  const int limit = V < kMaxRowTopK ? static_cast<int>(V) : kMaxRowTopK;
-  const int k = s.top_k < 1 ? 1 : (s.top_k > limit ? limit : s.top_k), n = slices * k;
-  int n2 = 1;
-  while (n2 < n) n2 <<= 1;
+  const int k = row_top_k(s, V);
   const uint64_t* p = partials + static_cast<int64_t>(blockIdx.x) * slices * kMaxRowTopK;
-  for (int i = threadIdx.x; i < n2; i += blockDim.x) keys[i] = i < n ? p[(i / k) * kMaxRowTopK + i % k] : 0;
+  // Each list's k-th key bounds the row's k-th best from below.
+  uint64_t bound = 0;
+  for (int b = threadIdx.x; b < slices; b += blockDim.x) bound = max(bound, p[b * kMaxRowTopK + k - 1]);
+  if (threadIdx.x == 0) count = 0;
+  bound = max(block_max_key(bound, warp_max), uint64_t{1});
+  for (int i = threadIdx.x; i < slices * k; i += blockDim.x) {
+    const uint64_t key = p[(i / k) * kMaxRowTopK + i % k];
+    if (key >= bound) list[atomicAdd(&count, 1)] = key;
+  }
   __syncthreads();
-  sort_desc(keys, n2);
+  sort_candidates(list, count);
   if (threadIdx.x >= 32) return;
   const int lane = threadIdx.x;
-  const double best = key_logit(keys[0]);
+  const double best = key_logit(list[0]);
+  // Lane 0's sum of e[0, n) in order.
+  const auto ordered_sum = [&](int n) {
+    double sum = 0;
+    if (lane == 0)
+      for (int i = 0; i < n; ++i) sum += e[i];
+    return __shfl_sync(0xffffffffu, sum, 0);
+  };
   int keep = k;
   // keep_top_p: probabilities at temperature 1 over the k.
   if (s.top_p < 1 && k > 1) {
-    for (int i = lane; i < k; i += 32) e[i] = exp(static_cast<double>(key_logit(keys[i])) - best);
+    for (int i = lane; i < k; i += 32) e[i] = exp(static_cast<double>(key_logit(list[i])) - best);
+    __syncwarp();
+    const double sum = ordered_sum(k);
+    for (int i = lane; i < k; i += 32) e[i] /= sum;
     __syncwarp();
     if (lane == 0) {
-      double sum = 0, cumulative = 0;
-      for (int i = 0; i < k; ++i) sum += e[i];
+      double cumulative = 0;
       for (int i = 0; i < k; ++i) {
-        cumulative += e[i] / sum;
+        cumulative += e[i];
         if (cumulative >= s.top_p) {
           keep = i + 1;
           break;
@@ -101,36 +168,37 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
       }
     }
     keep = __shfl_sync(0xffffffffu, keep, 0);
-    __syncwarp();
   }
-  // min-p's cut.
+  // min-p's cut: the first candidate below it.
   if (s.log_min_p != -INFINITY) {
     const double threshold = best + s.log_min_p;
     int cut = keep;
     for (int i = 1 + lane; i < keep; i += 32)
-      if (!(key_logit(keys[i]) >= threshold)) cut = min(cut, i);
+      if (!(key_logit(list[i]) >= threshold)) cut = min(cut, i);
     for (int o = 16; o > 0; o >>= 1) cut = min(cut, __shfl_xor_sync(0xffffffffu, cut, o));
     keep = cut;
   }
   // softmax(logit / T) and draw_index.
-  for (int i = lane; i < keep; i += 32) e[i] = exp((static_cast<double>(key_logit(keys[i])) - best) / s.temperature);
+  __syncwarp();
+  for (int i = lane; i < keep; i += 32) e[i] = exp((static_cast<double>(key_logit(list[i])) - best) / s.temperature);
+  __syncwarp();
+  const double sum = ordered_sum(keep);
+  for (int i = lane; i < keep; i += 32) e[i] /= sum;
   __syncwarp();
   if (lane != 0) return;
-  double sum = 0;
-  for (int i = 0; i < keep; ++i) sum += e[i];
   double total = 0;
-  for (int i = 0; i < keep; ++i) total += e[i] / sum;
+  for (int i = 0; i < keep; ++i) total += e[i];
   const double target = s.uniform * total;
   double cumulative = 0;
   int pick = keep - 1;
   for (int i = 0; i < keep; ++i) {
-    cumulative += e[i] / sum;
+    cumulative += e[i];
     if (target < cumulative) {
       pick = i;
       break;
     }
   }
-  ids[blockIdx.x] = key_id(keys[pick]);
+  ids[blockIdx.x] = key_id(list[pick]);
 }
 
 int64_t slice_len(int64_t V) {
@@ -147,10 +215,12 @@ void sample_rows(const float* logits, int64_t V, int64_t rows, const RowSampling
                  uint64_t* partials, cudaStream_t s) {
   const int64_t slice = slice_len(V);
   const int slices = static_cast<int>(ceil_div(V, slice));
-  launch_pdl(sample_slice_kernel, dim3(slices, static_cast<unsigned>(rows)), kThreads, s, logits, V, slice, partials);
+  allow_smem<sample_slice_kernel>(kListSmem);
+  launch_pdl_smem(sample_slice_kernel, dim3(slices, static_cast<unsigned>(rows)), kThreads, kListSmem, s, logits, V,
+                  slice, params, partials);
   ZINC_CUDA_LAUNCHED("sample_slice");
-  allow_smem<sample_pick_kernel>(kPickSmem);
-  launch_pdl_smem(sample_pick_kernel, static_cast<unsigned>(rows), kThreads, kPickSmem, s, partials, V, slices,
+  allow_smem<sample_pick_kernel>(kListSmem);
+  launch_pdl_smem(sample_pick_kernel, static_cast<unsigned>(rows), kThreads, kListSmem, s, partials, V, slices,
                   params, ids);
   ZINC_CUDA_LAUNCHED("sample_pick");
 }
