@@ -1,8 +1,8 @@
 // `zinc batched-bench`: throughput of the serving engine with N sequences at once
 // (llama-batched-bench's question). For each N, N requests with distinct random
 // prompts of -p tokens are submitted together and each generates -n tokens
-// greedily (or, with --temp, sampled through the default chain on the host, as a
-// chat is); the engine prefills them in block-aligned chunks and then decodes all
+// greedily (or, with --temp, sampled through the default chain, as a chat is: drawn
+// by the backend, Backend::sample_rows); the engine prefills them in block-aligned chunks and then decodes all
 // N in one forward pass per step. Reported: prompt tokens/s (submission to the
 // last first token) and aggregate generation tokens/s (from the last first token,
 // when all N are decoding, to the end).
@@ -188,7 +188,7 @@ void add_batched_bench_command(CLI::App& app) {
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
   cmd->add_option("--temp", args->temp,
-                  "Sample at this temperature with the default top-k, top-p and min-p, on the host (0: greedy)")
+                  "Sample at this temperature with the default top-k, top-p and min-p (0: greedy)")
       ->capture_default_str();
   cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
   cmd->callback([args] {
