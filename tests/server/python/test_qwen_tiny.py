@@ -6,6 +6,7 @@ import threading
 
 import jsonschema
 import pytest
+from json_prefix import is_json_prefix
 
 CLOSING = "Considering the limited time by the user, I have to give the solution based on the thinking directly now."
 USER = [{"role": "user", "content": "What is the weather like?"}]
@@ -72,8 +73,15 @@ def test_json_schema_output_validates(qwen):
                  response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
         assert r.choices[0].finish_reason == "stop", r
         jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+    # Any object: random weights may wander in a string until max_tokens, and then the
+    # reply is a prefix of one.
     r = chat(qwen, max_tokens=200, response_format={"type": "json_object"})
-    assert isinstance(json.loads(r.choices[0].message.content), dict)
+    content = r.choices[0].message.content
+    assert content.lstrip().startswith("{"), r
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(content), dict)
+    else:
+        assert r.choices[0].finish_reason == "length" and is_json_prefix(content), r
 
 
 def test_json_schema_after_a_budgeted_thought(qwen):
