@@ -15,9 +15,10 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The token reads of a generation drawn on the backend: step k's id lands in ids[k % 2]. Reads still in
-// flight when generation ends (a step queued ahead of the reply's last token, or an
-// error) are waited for, so that none lands after `ids` is gone.
+// The token reads of a generation drawn on the backend: step k's id lands in
+// ids[k % 2]. Reads still in flight when generation ends (a step queued ahead of the
+// reply's last token, or an error) are waited for, so that none lands after `ids` is
+// gone.
 struct BackendReads {
   Backend& backend;
   int32_t ids[2] = {-1, -1};
@@ -71,7 +72,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   const auto prefill_start = Clock::now();
   Tensor last_logits;
-  if (on_backend) next_draw();
+  next_draw();
   for (size_t offset = 0; offset < prompt.size(); offset += options.prefill_chunk) {
     const size_t n = std::min<size_t>(options.prefill_chunk, prompt.size() - offset);
     last_logits = model.forward(seq, prompt.subspan(offset, n), 1);
@@ -80,7 +81,8 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   int32_t token = -1;
   if (on_backend) queue_draw(last_logits, 0);
   else token = host_sample(last_logits);
-  // The prompt's time ends when its first token is in: here, or (drawn on the backend) at step 0.
+  // The prompt's time ends when its first token is in: here, or (drawn on the
+  // backend) at step 0.
   auto decode_start = Clock::now();
   const auto prompt_done = [&] {
     result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
