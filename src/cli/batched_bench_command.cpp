@@ -1,11 +1,11 @@
 // `zinc batched-bench`: throughput of the serving engine with N sequences at once
 // (llama-batched-bench's question). For each N, N requests with distinct random
 // prompts of -p tokens are submitted together and each generates -n tokens
-// greedily (or, with --temp, sampled through the default chain, as a chat is: drawn
-// by the backend, Backend::sample_rows); the engine prefills them in block-aligned chunks and then decodes all
-// N in one forward pass per step. Reported: prompt tokens/s (submission to the
-// last first token) and aggregate generation tokens/s (from the last first token,
-// when all N are decoding, to the end).
+// greedily (or, with --temp, sampled through the default chain as a chat is, drawn
+// by the backend's sample_rows); the engine prefills them in block-aligned chunks
+// and then decodes all N in one forward pass per step. Reported: prompt tokens/s
+// (submission to the last first token) and aggregate generation tokens/s (from the
+// last first token, when all N are decoding, to the end).
 //
 // With --turn N it instead measures prefix reuse: a first chat turn of N prompt
 // tokens, then a second turn whose prompt is the first prompt, the reply and 50

@@ -163,7 +163,7 @@ class Runner {
 
  private:
   int32_t forward_and_pick(const std::vector<int32_t>& tokens) {
-    return backend_argmax(be_, model_.forward(seq_, tokens, 1))[0];
+    return backend_picks(be_, model_.forward(seq_, tokens, 1))[0];
   }
   std::vector<int32_t> random_tokens(int64_t n) {
     std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model_.n_vocab() - 1));

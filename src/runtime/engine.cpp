@@ -230,28 +230,24 @@ struct Engine::Impl {
     // Output rows whose request draws from the raw logits (no penalties, processors
     // or logprobs; greedy or top-k) take their token from the backend: 4 bytes read
     // instead of the row's n_vocab floats, and no pass over them on the host.
-    std::vector<char> on_backend;
-    std::vector<Request*> drawn;  // per output row: its request when drawn on the backend
+    std::vector<Request*> drawn;  // per output row: its request when drawn on the backend, else null
     for (size_t i = 0; i < members.size(); ++i) {
-      if (chunks[i].n_out == 0) continue;
-      on_backend.push_back(draws_on_backend(*members[i]->request));
-      drawn.push_back(on_backend.back() ? members[i]->request.get() : nullptr);
+      Request* r = members[i]->request.get();
+      if (chunks[i].n_out > 0) drawn.push_back(draws_on_backend(*r) ? r : nullptr);
     }
-    const int64_t n_out = static_cast<int64_t>(on_backend.size());
-    const auto n_picked = std::count(on_backend.begin(), on_backend.end(), 1);
+    const int64_t n_out = static_cast<int64_t>(drawn.size());
+    const auto n_picked = std::count_if(drawn.begin(), drawn.end(), [](const Request* r) { return r != nullptr; });
     std::vector<int32_t> picked;
     try {
-      const bool argmax_only = std::all_of(drawn.begin(), drawn.end(),
-                                           [](const Request* r) { return !r || r->sampler->picks_argmax(); });
-      if (n_picked > 0 && !argmax_only) write_row_params(drawn);  // before the pass: see write_row_params
+      const Tensor* params = n_picked > 0 ? write_row_params(drawn) : nullptr;
       Tensor logits = model.forward_batch(chunks);
       host_logits.resize(static_cast<size_t>(n_out * V));
-      if (n_picked > 0) picked = argmax_only ? backend_argmax(backend, logits) : backend_draws(logits);
+      if (n_picked > 0) picked = backend_picks(backend, logits, params);
       const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
       if (n_picked == 0 && n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
       else
         for (int64_t r = 0; r < n_out; ++r)
-          if (!on_backend[r]) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
+          if (!drawn[r]) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
     } catch (const std::exception& e) {
       for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
       return;
@@ -261,7 +257,7 @@ struct Engine::Impl {
       Slot& s = *members[i];
       store_prefix(s);
       if (chunks[i].n_out == 0) continue;
-      if (on_backend[row]) take(s, picked[row], {});
+      if (drawn[row]) take(s, picked[row], {});
       else sample(s, std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V)));
       ++row;
     }
@@ -311,14 +307,11 @@ struct Engine::Impl {
   void launch_on_backend(const std::vector<SequenceChunk>& chunks, const std::vector<Slot*>& members) {
     std::vector<Request*> drawn;
     for (Slot* s : members) drawn.push_back(s->request.get());
-    const bool argmax_only =
-        std::all_of(drawn.begin(), drawn.end(), [](const Request* r) { return r->sampler->picks_argmax(); });
-    if (!argmax_only) write_row_params(drawn);
+    const Tensor* params = write_row_params(drawn);
     const Tensor logits = model.forward_batch(chunks);
     Tensor ids = next_ids;
     ids.ne[0] = static_cast<int64_t>(members.size());
-    if (argmax_only) backend.argmax(logits, ids);
-    else backend.sample_rows(logits, row_params, ids);
+    pick_on_backend(backend, logits, params, ids);
     auto a = std::make_unique<Ahead>();
     a->members = members;
     for (const Slot* s : members) a->request.push_back(s->request->id);
@@ -378,23 +371,19 @@ struct Engine::Impl {
     return r.options.processors.empty() && r.options.top_logprobs < 0 && r.sampler->draws_from_row(model.n_vocab());
   }
 
-  // Each output row's draw parameters (a placeholder top-1 for rows the host samples),
-  // taking each drawing request's random number. Written before the step's forward
+  // The step's draw parameters for pick_on_backend, one per output row (`drawn`: its
+  // request, or null for rows the host samples, which get a placeholder top-1),
+  // written with each drawing request's random number; or null when every drawing
+  // request is greedy, for which the argmax serves. Called before the step's forward
   // pass: a write inside it would end the backend's graph replay.
-  void write_row_params(const std::vector<Request*>& drawn) {
+  const Tensor* write_row_params(const std::vector<Request*>& drawn) {
+    if (std::all_of(drawn.begin(), drawn.end(), [](const Request* r) { return !r || r->sampler->picks_argmax(); }))
+      return nullptr;
     std::vector<RowSampling> rows(drawn.size());
     for (size_t i = 0; i < drawn.size(); ++i)
       if (drawn[i]) rows[i] = drawn[i]->sampler->next_row_sampling();
     backend.write(row_params, rows.data(), rows.size() * sizeof(RowSampling));
-  }
-
-  // The tokens of sample_rows over the step's output rows, with write_row_params' parameters.
-  std::vector<int32_t> backend_draws(const Tensor& logits) {
-    const Tensor ids = backend.scratch(DType::I32, {logits.rows()});
-    backend.sample_rows(logits, row_params, ids);
-    std::vector<int32_t> out(static_cast<size_t>(logits.rows()));
-    backend.read(ids, out.data(), out.size() * sizeof(int32_t));
-    return out;
+    return &row_params;
   }
 
   // The request's processors and sampler chain on its logits row, then take().

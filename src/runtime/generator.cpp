@@ -61,8 +61,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
     backend.write(seq.row_params, &params, sizeof(params));
   };
   const auto queue_draw = [&](const Tensor& l, int slot) {
-    if (draws) backend.sample_rows(l, seq.row_params, seq.sampled_id);
-    else backend.argmax(l, seq.sampled_id);
+    pick_on_backend(backend, l, draws ? &seq.row_params : nullptr, seq.sampled_id);
     reads.tickets[slot] = backend.read_async(seq.sampled_id, &reads.ids[slot], sizeof(int32_t));
   };
   const auto host_sample = [&](const Tensor& l) {
@@ -149,9 +148,14 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   return result;
 }
 
-std::vector<int32_t> backend_argmax(Backend& backend, const Tensor& logits) {
+void pick_on_backend(Backend& backend, const Tensor& logits, const Tensor* params, const Tensor& ids) {
+  if (params) backend.sample_rows(logits, *params, ids);
+  else backend.argmax(logits, ids);
+}
+
+std::vector<int32_t> backend_picks(Backend& backend, const Tensor& logits, const Tensor* params) {
   const Tensor ids = backend.scratch(DType::I32, {logits.rows()});
-  backend.argmax(logits, ids);
+  pick_on_backend(backend, logits, params, ids);
   std::vector<int32_t> out(static_cast<size_t>(logits.rows()));
   backend.read(ids, out.data(), out.size() * sizeof(int32_t));
   return out;

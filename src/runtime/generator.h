@@ -6,11 +6,11 @@
 // A sampler that draws from the raw logits (greedy, or top-k without penalties) has
 // its tokens drawn on the backend (argmax or Backend::sample_rows), and its steps run
 // one ahead: step k + 1 is queued, fed on the backend with step k's token, before
-// step k's token is read, so the host's reading and
-// streaming overlap the device's next step (as zinc bench and the serving engine
-// decode). Only a step that may not be needed (the token budget's or the context's
-// last) waits for its token first. A reply that the end-of-generation token or the
-// callback ends has therefore fed that token to the sequence; the result says so.
+// step k's token is read, so the host's reading and streaming overlap the device's
+// next step (as zinc bench and the serving engine decode). Only a step that may not
+// be needed (the token budget's or the context's last) waits for its token first. A
+// reply that the end-of-generation token or the callback ends has therefore fed that
+// token to the sequence; the result says so.
 #pragma once
 
 #include <cstdint>
@@ -72,9 +72,12 @@ using TokenCallback = std::function<bool(int32_t token)>;
 GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, std::span<const int32_t> prompt,
                           Sampler& sampler, const GenerateOptions& options, const TokenCallback& on_token);
 
-// The argmax of each row of logits {V, n}, taken on the backend: only the n ids are
-// read back (lowest id on ties, as the sampler's greedy pick).
-std::vector<int32_t> backend_argmax(Backend& backend, const Tensor& logits);
+// ids (I32 {n}) = each row's token of logits {V, n} picked on the backend: drawn by
+// sample_rows with `params` (a RowSampling per row), or the argmax (lowest id on ties,
+// as the sampler's greedy pick) when params is null.
+void pick_on_backend(Backend& backend, const Tensor& logits, const Tensor* params, const Tensor& ids);
+// The same, with only the n ids read back.
+std::vector<int32_t> backend_picks(Backend& backend, const Tensor& logits, const Tensor* params = nullptr);
 
 // n greedy steps from the token in `next` (I32 {1} in backend memory), each step's
 // argmax written back to `next` and fed to the step after on the backend; the host
