@@ -1,18 +1,21 @@
-// Could a persistent decode kernel reach issue 4's bar (1.51 ms per token on an H100)?
-// Not part of the build. Written in session 15, when no device time was left to run
-// it: the first run should check that its four lines are plausible (the streaming-only
-// line near the bulk-copy bandwidth of tools/hopper_probe.cu) before reading them.
+// Could a persistent decode kernel reach issue 4's bar (3x llama.cpp: 1.51 ms per token
+// on an H100, 1.44 ms on an H200)? Not part of the build; results in PERFORMANCE.md,
+// session 16, and docs/logs/persistent-probe-session16.log.
 //
 // One launch, one block per SM, streams the bytes of the flagship's decode step
-// (qwen35moe 35B-A3B benchmark file, depth 0: about 2.75 GB in 242 dependent ops) op
-// by op, as a persistent kernel would. A block's share of each op goes through a ring
-// of shared-memory slots filled by bulk copies and is read once by every thread (the
-// stand-in for the dot products); a grid-wide barrier separates dependent ops. With
-// prefetch, a block issues the next op's first copies before it arrives at the
-// barrier, except the routed experts' gate/up, whose addresses only the router gives.
+// (qwen35moe 35B-A3B benchmark file, depth 0: 2.68 GB in 242 dependent ops) op by op,
+// as a persistent kernel would. A block's share of each op goes through a ring of
+// shared-memory slots filled by bulk copies and is read once by every thread (the
+// stand-in for the dot products); a grid-wide barrier separates dependent ops. A block
+// may fetch up to `ahead` ops past the one it consumes before the barriers in between,
+// except the routed experts' gate/up, whose addresses only the router gives.
 //
-// Prints per step: the barriers alone, the bytes alone (no barriers), and both, with
-// and without prefetch.
+// Barriers compared: a generation flag flipped by the last arrival (a returned atomic,
+// then a flag write the others poll); one counter that only grows (release add, acquire
+// polls); the same with the next op's copies issued between the arrival and the wait
+// ("split": a release issued after the copies may wait for them). Prints per step the
+// bytes alone (no barriers), each barrier alone, and both for 0, 1, 2 and all ops ahead,
+// for rings of 4 and 8 slots.
 //   nvcc -arch=sm_90a -O3 -o /tmp/persistent_probe tools/persistent_probe.cu && /tmp/persistent_probe
 #include <cuda_runtime.h>
 
@@ -22,7 +25,7 @@
 
 namespace {
 
-constexpr int kThreads = 256, kSlots = 4, kSlotBytes = 48 * 1024, kMaxOps = 256;
+constexpr int kThreads = 256, kRingBytes = 192 * 1024, kMaxOps = 256;
 
 struct Op {
   uint64_t offset;  // into the weight buffer
@@ -31,7 +34,7 @@ struct Op {
 };
 __constant__ Op ops[kMaxOps];
 
-__device__ unsigned barrier_count, barrier_generation;
+__device__ unsigned barrier_count, barrier_generation, arrivals;
 
 __device__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -55,6 +58,25 @@ __device__ void grid_barrier() {
   __syncthreads();
 }
 
+// The same with one counter that only grows: a block adds its arrival (a release,
+// fire and forget) and waits until the counter reaches the barrier's multiple of the
+// grid (acquire loads). One trip to L2 instead of a returned atomic, a flag write and
+// the flag's trip back. `arrivals` is zeroed before each launch.
+__device__ void counting_barrier(unsigned& target) {
+  __syncthreads();
+  target += gridDim.x;
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory");
+    unsigned seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(&arrivals) : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+
+enum Barrier { kNone = 0, kGeneration = 1, kCounting = 2, kSplit = 3 };
+
 // This block's share of op i: [start, start + len).
 __device__ void share(int i, uint64_t& start, uint32_t& len) {
   const Op& op = ops[i];
@@ -64,8 +86,10 @@ __device__ void share(int i, uint64_t& start, uint32_t& len) {
   len = begin >= op.bytes ? 0 : static_cast<uint32_t>(op.bytes - begin < per ? op.bytes - begin : per);
 }
 
+template <int kSlots>
 __global__ void __launch_bounds__(kThreads, 1)
-    step_kernel(const uint8_t* weights, int n_ops, int steps, bool barriers, bool prefetch, unsigned* sink) {
+    step_kernel(const uint8_t* weights, int n_ops, int steps, int barriers, int ahead, unsigned* sink) {
+  constexpr int kSlotBytes = kRingBytes / kSlots;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ uint64_t full[kSlots];
   if (threadIdx.x == 0) {
@@ -74,14 +98,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   const int total = n_ops * steps;
+  unsigned target = 0;            // the counting barrier's next multiple of the grid
   long issued = 0, consumed = 0;  // chunks, over the whole launch
   int issue_op = 0;               // thread 0: the op whose chunks it issues next, from issue_pos
   uint32_t issue_pos = 0;
   // Thread 0 fills free slots with chunks up to the last op it may fetch now.
   const auto issue = [&](int consuming) {
-    const int last = !barriers ? total - 1
-                     : (prefetch && consuming + 1 < total && ops[(consuming + 1) % n_ops].prefetch) ? consuming + 1
-                                                                                                      : consuming;
+    int last = barriers ? consuming : total - 1;
+    while (last + 1 < total && last + 1 - consuming <= ahead && ops[(last + 1) % n_ops].prefetch) ++last;
     while (issued < consumed + kSlots && issue_op <= last) {
       uint64_t start;
       uint32_t len;
@@ -122,8 +146,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncthreads();  // the slot is free again
       ++consumed;
     }
+    if (barriers == kSplit) {
+      // The counting barrier in two halves with the next op's copies between them: a
+      // release issued after the copies might wait for them.
+      __syncthreads();
+      target += gridDim.x;
+      if (threadIdx.x == 0) {
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory");
+        issue(op);
+        unsigned seen;
+        do {
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(&arrivals) : "memory");
+        } while (seen < target);
+      }
+      __syncthreads();
+      continue;
+    }
     if (threadIdx.x == 0) issue(op);  // the next op's first copies, where allowed, before the barrier
-    if (barriers) grid_barrier();
+    if (barriers == kGeneration) grid_barrier();
+    if (barriers == kCounting) counting_barrier(target);
   }
   if (acc == 0x12345678u) sink[blockIdx.x] = acc;  // keeps the reads
 }
@@ -177,26 +218,26 @@ double total_bytes(const std::vector<Op>& list) {
 int main() {
   cudaDeviceProp prop{};
   if (!ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties")) return 1;
-  const int blocks = prop.multiProcessorCount, steps = 10, smem = kSlots * kSlotBytes;
-  std::printf("%s, %d SMs; %d blocks of %d threads, %d slots of %d KB\n", prop.name, blocks, blocks, kThreads, kSlots,
-              kSlotBytes / 1024);
+  const int blocks = prop.multiProcessorCount, steps = 10;
+  std::printf("%s, %d SMs; %d blocks of %d threads, a ring of %d KB\n", prop.name, blocks, blocks, kThreads,
+              kRingBytes / 1024);
   const std::vector<Op> step = flagship_step(false), bare = flagship_step(true);
   const uint64_t span = step.back().offset + step.back().bytes + 256;
   uint8_t* weights = nullptr;
   unsigned* sink = nullptr;
   if (!ok(cudaMalloc(&weights, span), "cudaMalloc") || !ok(cudaMalloc(&sink, 4096), "cudaMalloc")) return 1;
   cudaMemset(weights, 1, span);
-  if (!ok(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem")) return 1;
   cudaEvent_t a, z;
   cudaEventCreate(&a), cudaEventCreate(&z);
-  const auto run = [&](const std::vector<Op>& list, bool barriers, bool prefetch, int n_steps) {
+  const auto run = [&](const void* kernel, const std::vector<Op>& list, int barriers, int ahead, int n_steps) {
     cudaMemcpyToSymbol(ops, list.data(), list.size() * sizeof(Op));
+    const unsigned zero = 0;
+    cudaMemcpyToSymbol(arrivals, &zero, sizeof zero);
     int n_ops = static_cast<int>(list.size());
-    void* args[] = {&weights, &n_ops, &n_steps, &barriers, &prefetch, &sink};
+    void* args[] = {&weights, &n_ops, &n_steps, &barriers, &ahead, &sink};
     cudaEventRecord(a);
-    const bool launched = ok(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(step_kernel), dim3(blocks),
-                                                         dim3(kThreads), args, smem, nullptr),
-                             "cudaLaunchCooperativeKernel");
+    const bool launched = ok(
+        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(kThreads), args, kRingBytes, nullptr), "launch");
     cudaEventRecord(z);
     if (!launched || !ok(cudaEventSynchronize(z), "run")) return -1.0;
     float ms = 0;
@@ -205,15 +246,28 @@ int main() {
   };
   const int n = static_cast<int>(step.size());
   const double bytes = total_bytes(step);
-  std::printf("the step: %d ops, %.3f GB (3x llama.cpp on an H100 needs 1.51 ms per token)\n", n, bytes / 1e9);
-  run(step, true, true, 1);  // warm-up
-  const double bare_ms = run(bare, true, false, steps);
-  std::printf("barriers alone:            %.3f ms per step, %.2f us per barrier\n", bare_ms, bare_ms * 1e3 / n);
-  const double stream_ms = run(step, false, true, steps);
-  std::printf("bytes alone (no barriers): %.3f ms per step, %.2f TB/s\n", stream_ms, bytes / (stream_ms * 1e9));
-  const double cold_ms = run(step, true, false, steps);
-  std::printf("barriers, no prefetch:     %.3f ms per step, %.2f TB/s\n", cold_ms, bytes / (cold_ms * 1e9));
-  const double warm_ms = run(step, true, true, steps);
-  std::printf("barriers, prefetch:        %.3f ms per step, %.2f TB/s\n", warm_ms, bytes / (warm_ms * 1e9));
+  std::printf("the step: %d ops, %.3f GB (3x llama.cpp needs 1.51 ms per token on an H100, 1.44 on an H200)\n", n, bytes / 1e9);
+  const void* kernels[] = {reinterpret_cast<const void*>(step_kernel<4>), reinterpret_cast<const void*>(step_kernel<8>)};
+  const int slots[] = {4, 8};
+  for (int k = 0; k < 2; ++k) {
+    if (!ok(cudaFuncSetAttribute(kernels[k], cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes), "smem"))
+      return 1;
+    std::printf("-- %d slots of %d KB\n", slots[k], kRingBytes / slots[k] / 1024);
+    run(kernels[k], step, kCounting, 1, 1);  // warm-up
+    const double stream_ms = run(kernels[k], step, kNone, 0, steps);
+    std::printf("bytes alone (no barriers):        %.3f ms per step, %.2f TB/s\n", stream_ms, bytes / (stream_ms * 1e9));
+    for (const int barrier : {kGeneration, kCounting, kSplit}) {
+      const char* names[] = {"", "generation", "counting", "split"};
+      const char* name = names[barrier];
+      const double bare_ms = run(kernels[k], bare, barrier, 0, steps);
+      std::printf("%-10s barriers alone:        %.3f ms per step, %.2f us per barrier\n", name, bare_ms,
+                  bare_ms * 1e3 / n);
+      for (const int ahead : {0, 1, 2, kMaxOps}) {
+        const double ms = run(kernels[k], step, barrier, ahead, steps);
+        std::printf("%-10s, fetching %3d ops ahead: %.3f ms per step, %.2f TB/s\n", name, ahead, ms,
+                    bytes / (ms * 1e9));
+      }
+    }
+  }
   return ok(cudaGetLastError(), "launches") ? 0 : 1;
 }
