@@ -119,9 +119,11 @@ class Backend {
   // ids (I32 {n}) = argmax per row of logits {V, n}.
   virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
   // ids (I32 {n}) = one token per row of logits {V, n}, drawn by the sampler chain
-  // without penalties as draw_from_row (sample/sampler.h) draws it: top-k, top-p,
-  // min-p, softmax(logit / T) and the draw, with row t's parameters in params
-  // (I32 {8, >= n}, RowSampling each).
+  // without DRY as penalise_row and draw_from_row (sample/sampler.h) draw it: the
+  // penalties (applied to the logits in place; ids[t] on entry is the last token of
+  // row t's window when its parameters say so), top-k, top-p, min-p, softmax(logit /
+  // T) and the draw, with row t's parameters in params (I32 {kRowSamplingWords, >= n},
+  // RowSampling each).
   virtual void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) = 0;
 
   // ---- fused ops: each is exactly the composition its comment names (the CPU

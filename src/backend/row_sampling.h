@@ -1,14 +1,16 @@
-// One row's parameters for Backend::sample_rows: the sampler chain without
-// penalties (sample/sampler.h), with its random number drawn by the host so that a
-// seed gives the same tokens wherever the row is sampled. Laid out as 8 I32 words,
-// the shape of the parameter tensor.
+// One row's parameters for Backend::sample_rows: the sampler chain without DRY
+// (sample/sampler.h): the repetition, frequency and presence penalties over the row's
+// recent tokens, then top-k, top-p, min-p and the draw, with its random number drawn
+// by the host so that a seed gives the same tokens wherever the row is sampled. Laid
+// out as kRowSamplingWords I32 words, the row of the parameter tensor.
 #pragma once
 
 #include <cstdint>
 
 namespace zinc {
 
-inline constexpr int kMaxRowTopK = 128;  // the largest top-k a backend samples
+inline constexpr int kMaxRowTopK = 128;    // the largest top-k a backend samples
+inline constexpr int kMaxRowRecent = 256;  // the longest penalty window a backend applies
 
 struct RowSampling {
   double uniform = 0;    // the draw, in [0, 1)
@@ -16,8 +18,19 @@ struct RowSampling {
   float top_p = 1;       // >= 1: off
   float temperature = 1; // > 0
   int32_t top_k = 1;     // 1 .. kMaxRowTopK, below the vocabulary size
-  int32_t unused = 0;
+  // The penalties (apply_penalties) over recent[0, n_recent), oldest first, followed
+  // by the row's id on entry to sample_rows when recent_then_id is 1: a step queued
+  // before the host has read the token it is fed finds that token there. n_recent
+  // 0 and recent_then_id 0: no penalties.
+  int32_t n_recent = 0;
+  float repeat_penalty = 1;
+  float frequency_penalty = 0;
+  float presence_penalty = 0;
+  int32_t recent_then_id = 0;
+  int32_t reserved[4] = {};
+  int32_t recent[kMaxRowRecent] = {};
 };
-static_assert(sizeof(RowSampling) == 8 * sizeof(int32_t));
+inline constexpr int kRowSamplingWords = static_cast<int>(sizeof(RowSampling) / sizeof(int32_t));
+static_assert(sizeof(RowSampling) == (16 + kMaxRowRecent) * sizeof(int32_t));
 
 }  // namespace zinc

@@ -1,8 +1,9 @@
 // `zinc batched-bench`: throughput of the serving engine with N sequences at once
 // (llama-batched-bench's question). For each N, N requests with distinct random
 // prompts of -p tokens are submitted together and each generates -n tokens
-// greedily (or, with --temp, sampled through the default chain as a chat is, drawn
-// by the backend's sample_rows); the engine prefills them in block-aligned chunks
+// greedily (or, with --temp, sampled through the default chain as a chat is, and
+// with --presence-penalty penalised over the last 64 tokens as Qwen's model cards
+// suggest; drawn by the backend's sample_rows); the engine prefills them in block-aligned chunks
 // and then decodes all N in one forward pass per step. Reported: prompt tokens/s
 // (submission to the last first token) and aggregate generation tokens/s (from the
 // last first token, when all N are decoding, to the end).
@@ -52,7 +53,8 @@ struct Run {
   int64_t generated = 0;
 };
 
-Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_t n_gen, float temp, uint64_t seed) {
+Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_t n_gen, const SamplerParams& sampling,
+             uint64_t seed) {
   EngineOptions opt;
   opt.n_parallel = n_seq;
   opt.n_ctx = n_prompt + n_gen + 1;
@@ -73,7 +75,7 @@ Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_
   for (int i = 0; i < n_seq; ++i) {
     RequestOptions r;
     for (int64_t t = 0; t < n_prompt; ++t) r.prompt.push_back(pick(rng));
-    r.sampling.temperature = temp;  // > 0: the default top-k, top-p and min-p too
+    r.sampling = sampling;
     r.sampling.seed = seed * 1000 + static_cast<uint64_t>(i);
     r.max_tokens = n_gen;
     auto first = std::make_shared<bool>(true);
@@ -176,7 +178,7 @@ void add_batched_bench_command(CLI::App& app) {
     int64_t prompt = 512, gen = 128;
     int reps = 2, threads = 0;
     int64_t turn = 0;
-    float temp = 0;
+    float temp = 0, presence = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("batched-bench", "Measure serving throughput with N sequences at once");
@@ -190,6 +192,8 @@ void add_batched_bench_command(CLI::App& app) {
   cmd->add_option("--temp", args->temp,
                   "Sample at this temperature with the default top-k, top-p and min-p (0: greedy)")
       ->capture_default_str();
+  cmd->add_option("--presence-penalty", args->presence, "Subtract this from the logit of each of the last 64 tokens")
+      ->capture_default_str();
   cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");
@@ -199,17 +203,21 @@ void add_batched_bench_command(CLI::App& app) {
     auto backend = make_backend(args->backend, args->threads);
     auto model = load_model(*file, *backend);
     if (args->turn > 0) return prefix_reuse(*model, *backend, args->turn, args->gen);
+    SamplerParams sampling;
+    sampling.temperature = args->temp;  // > 0: the default top-k, top-p and min-p too
+    sampling.presence_penalty = args->presence;
+    std::string how = args->temp > 0 ? "sampled at temperature " + std::to_string(args->temp) : "greedy";
+    if (args->presence != 0) how += ", presence penalty " + std::to_string(args->presence);
     std::printf("model: %s (%s) on %s; prompts of %lld tokens, %lld generated each, %s\n\n", args->model.c_str(),
                 std::string(model->arch()).c_str(), backend->name().c_str(), static_cast<long long>(args->prompt),
-                static_cast<long long>(args->gen),
-                args->temp > 0 ? ("sampled at temperature " + std::to_string(args->temp)).c_str() : "greedy");
+                static_cast<long long>(args->gen), how.c_str());
     std::printf("| sequences | prompt tokens/s | generated tokens/s (all sequences) | per sequence |\n|---|---|---|---|\n");
     std::fflush(stdout);
     for (int n : counts) {
       Run mean;
       for (int r = 0; r < 1 + args->reps; ++r) {
         const Run run =
-            run_once(*model, *backend, n, args->prompt, args->gen, args->temp, 1000 + static_cast<uint64_t>(r));
+            run_once(*model, *backend, n, args->prompt, args->gen, sampling, 1000 + static_cast<uint64_t>(r));
         if (r == 0) continue;  // warm-up (graph capture, allocations)
         mean.prompt_tps += run.prompt_tps / args->reps;
         mean.gen_tps += run.gen_tps / args->reps;

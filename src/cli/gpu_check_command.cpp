@@ -7,6 +7,7 @@
 #ifdef ZINC_WITH_CUDA
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -297,9 +298,12 @@ void check_fused_ops(Checker& c) {
       c.report("argmax V=" + std::to_string(V) + " n=" + std::to_string(n), c.mismatches_i32(am), 0);
     }
 
-  // sample_rows against the CPU's draw_from_row on the same logits and draws: four
-  // rows of different settings, eight draws each; logits rounded to integers make
-  // many ties (lower id first); V = 262,145 makes slices of two passes.
+  // sample_rows against the CPU's penalise_row + draw_from_row on the same logits and
+  // draws: four rows of different settings, eight draws each, every other draw with
+  // penalties on three rows over windows of the row's best tokens (repeats, one window
+  // ending with the id passed in); the penalised logits must equal the CPU's bit for
+  // bit. Logits rounded to integers make many ties (lower id first); V = 262,145
+  // makes slices of two passes.
   std::mt19937_64 draws(17);
   for (int64_t V : {248320, 262145, 1000})
     for (bool ties : {false, true}) {
@@ -307,6 +311,14 @@ void check_fused_ops(Checker& c) {
       std::vector<float> host = c.randn(V * n, 3.0f);
       if (ties)
         for (float& x : host) x = std::round(x);
+      std::vector<std::vector<int32_t>> best(n);  // each row's 16 best ids
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + 16, order.end(),
+                          [&](int32_t x, int32_t y) { return host[t * V + x] > host[t * V + y]; });
+        best[t].assign(order.begin(), order.begin() + 16);
+      }
       auto l = c.f32({V, n}, host);
       const double off = -INFINITY;
       int bad = 0;
@@ -316,12 +328,24 @@ void check_fused_ops(Checker& c) {
                                {0, off, 1, 1.5f, kMaxRowTopK},
                                {0, std::log(0.2), 0.5f, 0.3f, 7}};
         for (RowSampling& r : rows) r.uniform = static_cast<double>(draws() >> 11) * 0x1.0p-53;
-        std::vector<int32_t> words(8 * n);
-        std::memcpy(words.data(), rows, sizeof(rows));
-        auto params = c.i32({8, n}, words);
-        auto ids = c.out({n}, DType::I32);
+        std::vector<int32_t> fed(n);
+        for (int64_t t = 0; t < n; ++t) fed[t] = best[t][draws() % 16];
+        if (round % 2 == 1)
+          for (int64_t t : {0, 1, 3}) {
+            RowSampling& r = rows[t];
+            r.n_recent = t == 3 ? kMaxRowRecent : 48;
+            for (int j = 0; j < r.n_recent; ++j) r.recent[j] = best[t][draws() % 16];
+            r.recent_then_id = t == 3;
+            r.repeat_penalty = t == 3 ? 0.8f : 1.3f;
+            r.frequency_penalty = t == 3 ? 0.1f : 0.4f;
+            r.presence_penalty = t == 3 ? -0.5f : 0.7f;
+          }
+        std::vector<int32_t> words(static_cast<size_t>(kRowSamplingWords * n));
+        std::memcpy(words.data(), static_cast<const void*>(rows), sizeof(rows));
+        auto params = c.i32({kRowSamplingWords, n}, words);
+        auto ids = c.i32({n}, fed);
         c.cpu().sample_rows(l.cpu, params.cpu, ids.cpu), c.gpu().sample_rows(l.gpu, params.gpu, ids.gpu);
-        bad += static_cast<int>(c.mismatches_i32(ids));
+        bad += static_cast<int>(c.mismatches_i32(ids) + c.mismatches_bytes(l));
       }
       c.report("sample_rows V=" + std::to_string(V) + (ties ? " ties" : ""), bad, 0);
     }
@@ -898,19 +922,26 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
   }
 
-  // Top-k sampling drawn on the device (sample_rows, steps run ahead) against reading
-  // each row and sampling it on the host with the same seed.
-  {
+  // Sampling drawn on the device (sample_rows, steps run ahead: a window that ends
+  // with the token still on the device) against reading each row and sampling it on
+  // the host with the same seed: top-k, top-k with penalties, greedy with penalties.
+  for (const char* setting : {"top-k", "top-k + penalties", "greedy + penalties"}) {
     constexpr int kSteps = 48;
-    SamplerParams topk;  // top-k 40, top-p 0.95, min-p 0.05
-    topk.temperature = 1.0f;
-    topk.seed = 5;
-    Sampler host(topk), drawn(topk);
+    SamplerParams sp;  // top-k 40, top-p 0.95, min-p 0.05
+    sp.temperature = setting[0] == 'g' ? 0.0f : 1.0f;
+    sp.seed = 5;
+    if (std::strstr(setting, "penalties")) {
+      sp.repeat_penalty = 1.3f, sp.frequency_penalty = 0.2f, sp.presence_penalty = 0.5f;
+      sp.penalty_last_n = 16;
+    }
+    Sampler host(sp), drawn(sp);
     SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256);
     std::vector<int32_t> host_fed;
+    for (int32_t t : prompt) host.accept(t);
     Tensor l = m_gpu->forward(s1, prompt, 1);
     for (int i = 0; i < kSteps; ++i) {
       host_fed.push_back(host.sample(read_logits(*gpu, l)));
+      host.accept(host_fed.back());
       l = m_gpu->forward(s1, std::span<const int32_t>(&host_fed.back(), 1), 1);
     }
     GenerateOptions opt;
@@ -918,7 +949,8 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     const GenerationResult r = generate(*m_gpu, *gpu, s2, prompt, drawn, opt, [](int32_t) { return true; });
     int mismatches = r.tokens.size() == host_fed.size() ? 0 : kSteps;
     for (size_t i = 0; i < std::min(r.tokens.size(), host_fed.size()); ++i) mismatches += r.tokens[i] != host_fed[i];
-    c.report(preset + " generate(), top-k drawn on the device != sampled on the host (tokens)", mismatches, 0);
+    c.report(preset + " generate(), " + setting + " drawn on the device != sampled on the host (tokens)", mismatches,
+             0);
   }
   std::filesystem::remove(path);
 }

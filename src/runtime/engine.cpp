@@ -68,7 +68,7 @@ struct Engine::Impl {
     slots.resize(static_cast<size_t>(o.n_parallel));
     for (Slot& s : slots) s.seq = model.new_sequence(o.n_ctx);
     next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
-    row_params = backend.alloc_persistent(DType::I32, {8, o.n_parallel});
+    row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, o.n_parallel});
     thread = std::thread([this] { run(); });
   }
 
@@ -220,15 +220,15 @@ struct Engine::Impl {
     }
     if (members.size() == order.size() && decodes_on_backend(members)) {
       try {
-        launch_on_backend(chunks, members);
+        launch_on_backend(chunks, members, false);
       } catch (const std::exception& e) {
         for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
       }
       return;
     }
     const int64_t V = model.n_vocab();
-    // Output rows whose request draws from the raw logits (no penalties, processors
-    // or logprobs; greedy or top-k) take their token from the backend: 4 bytes read
+    // Output rows whose request the backend samples (greedy or top-k, penalties but
+    // no DRY, processors or logprobs) take their token from the backend: 4 bytes read
     // instead of the row's n_vocab floats, and no pass over them on the host.
     std::vector<Request*> drawn;  // per output row: its request when drawn on the backend, else null
     for (size_t i = 0; i < members.size(); ++i) {
@@ -239,7 +239,7 @@ struct Engine::Impl {
     const auto n_picked = std::count_if(drawn.begin(), drawn.end(), [](const Request* r) { return r != nullptr; });
     std::vector<int32_t> picked;
     try {
-      const Tensor* params = n_picked > 0 ? write_row_params(drawn) : nullptr;
+      const Tensor* params = n_picked > 0 ? write_row_params(drawn, false) : nullptr;
       Tensor logits = model.forward_batch(chunks);
       host_logits.resize(static_cast<size_t>(n_out * V));
       if (n_picked > 0) picked = backend_picks(backend, logits, params);
@@ -302,12 +302,14 @@ struct Engine::Impl {
     });
   }
 
-  // Queues one step over the members (chunks: their one token each, or none when fed
-  // from next_ids) with their tokens drawn into next_ids, and the read of those.
-  void launch_on_backend(const std::vector<SequenceChunk>& chunks, const std::vector<Slot*>& members) {
+  // Queues one step over the members (chunks: their one token each, or none when
+  // fed_from_next_ids: then the step before's tokens, not yet taken) with their tokens
+  // drawn into next_ids, and the read of those.
+  void launch_on_backend(const std::vector<SequenceChunk>& chunks, const std::vector<Slot*>& members,
+                         bool fed_from_next_ids) {
     std::vector<Request*> drawn;
     for (Slot* s : members) drawn.push_back(s->request.get());
-    const Tensor* params = write_row_params(drawn);
+    const Tensor* params = write_row_params(drawn, fed_from_next_ids);
     const Tensor logits = model.forward_batch(chunks);
     Tensor ids = next_ids;
     ids.ne[0] = static_cast<int64_t>(members.size());
@@ -339,7 +341,7 @@ struct Engine::Impl {
         chunks.push_back({&done->members[i]->seq, std::span(&kFedOnDevice, 1), 1, &fed[i]});
       }
       try {
-        launch_on_backend(chunks, done->members);
+        launch_on_backend(chunks, done->members, true);
       } catch (const std::exception&) {
         // Nothing queued: the step after this one runs on its own and reports the error.
       }
@@ -373,15 +375,17 @@ struct Engine::Impl {
 
   // The step's draw parameters for pick_on_backend, one per output row (`drawn`: its
   // request, or null for rows the host samples, which get a placeholder top-1),
-  // written with each drawing request's random number; or null when every drawing
-  // request is greedy, for which the argmax serves. Called before the step's forward
+  // written with each drawing request's random number and penalty window; or null
+  // when every drawing request is greedy without penalties, for which the argmax
+  // serves. fed_tokens_unread: the rows' last tokens are in next_ids, not yet taken,
+  // and the backend completes the windows with them. Called before the step's forward
   // pass: a write inside it would end the backend's graph replay.
-  const Tensor* write_row_params(const std::vector<Request*>& drawn) {
+  const Tensor* write_row_params(const std::vector<Request*>& drawn, bool fed_tokens_unread) {
     if (std::all_of(drawn.begin(), drawn.end(), [](const Request* r) { return !r || r->sampler->picks_argmax(); }))
       return nullptr;
     std::vector<RowSampling> rows(drawn.size());
     for (size_t i = 0; i < drawn.size(); ++i)
-      if (drawn[i]) rows[i] = drawn[i]->sampler->next_row_sampling();
+      if (drawn[i]) rows[i] = drawn[i]->sampler->next_row_sampling(fed_tokens_unread);
     backend.write(row_params, rows.data(), rows.size() * sizeof(RowSampling));
     return &row_params;
   }
@@ -460,7 +464,7 @@ struct Engine::Impl {
   std::vector<Slot> slots;
   std::vector<float> host_logits;
   Tensor next_ids;               // I32 {n_parallel}: the tokens of the step in flight
-  Tensor row_params;             // I32 {8, n_parallel}: RowSampling per output row of a step
+  Tensor row_params;             // I32 {kRowSamplingWords, n_parallel}: RowSampling per output row of a step
   std::unique_ptr<Ahead> ahead;  // the step in flight, whose tokens are not read yet
   uint64_t admissions = 0;
 

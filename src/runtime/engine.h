@@ -8,9 +8,9 @@
 // next token with that request's own sampler (own seed, own history), so a request's
 // output does not depend on what else runs beside it.
 //
-// A sequence whose sampler draws from the raw logits (greedy, or top-k without
-// penalties, processors or logprobs) has its token drawn on the backend
-// (Backend::sample_rows), so only the id is read back. When every active sequence
+// A sequence whose sampler the backend runs (greedy or top-k, with or without the
+// repetition / frequency / presence penalties; no DRY, processors or logprobs) has its
+// token drawn on the backend (Backend::sample_rows), so only the id is read back. When every active sequence
 // decodes so, the engine queues each step before it reads the tokens of the step
 // before, feeding those on the backend, so the host's work for a step overlaps the
 // device's.

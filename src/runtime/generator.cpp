@@ -46,18 +46,20 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   GenerationResult result;
   std::vector<float> logits(n_vocab);
-  // A sampler that draws from the raw logits (greedy, or top-k without penalties) has
-  // its token drawn on the backend into seq.sampled_id, which the next step reads
-  // there; only the id comes back. A step's draw parameters are written before its
-  // forward pass (a write inside the pass would end the backend's graph replay).
+  // A sampler that the backend can run (greedy, or top-k, with or without penalties;
+  // Sampler::draws_from_row) has its token drawn on the backend into seq.sampled_id,
+  // which the next step reads there; only the id comes back. A step's draw parameters
+  // are written before its forward pass (a write inside the pass would end the
+  // backend's graph replay); a step queued before its fed token is read leaves that
+  // token, still in seq.sampled_id, for the backend to add to the penalties' window.
   const bool on_backend = sampler.draws_from_row(n_vocab);
   const bool draws = on_backend && !sampler.picks_argmax();  // sample_rows, not argmax
   if (on_backend && seq.sampled_id.empty()) seq.sampled_id = backend.alloc_persistent(DType::I32, {1});
-  if (draws && seq.row_params.empty()) seq.row_params = backend.alloc_persistent(DType::I32, {8, 1});
+  if (draws && seq.row_params.empty()) seq.row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, 1});
   BackendReads reads{backend};
-  const auto next_draw = [&] {
+  const auto next_draw = [&](bool fed_token_unread) {
     if (!draws) return;
-    const RowSampling params = sampler.next_row_sampling();
+    const RowSampling params = sampler.next_row_sampling(fed_token_unread);
     backend.write(seq.row_params, &params, sizeof(params));
   };
   const auto queue_draw = [&](const Tensor& l, int slot) {
@@ -71,12 +73,12 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
 
   const auto prefill_start = Clock::now();
   Tensor last_logits;
-  next_draw();
+  for (int32_t t : prompt) sampler.accept(t);
+  next_draw(false);
   for (size_t offset = 0; offset < prompt.size(); offset += options.prefill_chunk) {
     const size_t n = std::min<size_t>(options.prefill_chunk, prompt.size() - offset);
     last_logits = model.forward(seq, prompt.subspan(offset, n), 1);
   }
-  for (int32_t t : prompt) sampler.accept(t);
   int32_t token = -1;
   if (on_backend) queue_draw(last_logits, 0);
   else token = host_sample(last_logits);
@@ -105,7 +107,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
       const int slot = static_cast<int>(k % 2);
       absorbed = static_cast<int64_t>(result.tokens.size()) + 1 < options.max_tokens && seq.n_past < seq.n_ctx;
       if (absorbed) {
-        next_draw();
+        next_draw(true);  // token k is read and accepted below
         queue_draw(model.forward_batch(std::span(&fed_step, 1)), 1 - slot);
       }
       backend.wait_read(reads.tickets[slot]);

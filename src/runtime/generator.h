@@ -3,7 +3,7 @@
 // a full context, or the caller says stop. Knows token ids only (the tokenizer lives
 // in the text layer), so end-of-generation ids are passed in.
 //
-// A sampler that draws from the raw logits (greedy, or top-k without penalties) has
+// A sampler that the backend runs (greedy or top-k, penalties included; not DRY) has
 // its tokens drawn on the backend (argmax or Backend::sample_rows), and its steps run
 // one ahead: step k + 1 is queued, fed on the backend with step k's token, before
 // step k's token is read, so the host's reading and streaming overlap the device's

@@ -22,7 +22,7 @@ struct SequenceState {
   // I32 {1} in backend memory, allocated by the first generate() that draws on the
   // backend: the token a step picked there, which the next step reads from there.
   Tensor sampled_id;
-  Tensor row_params;  // I32 {8, 1}: that draw's RowSampling, when sampled (not argmax)
+  Tensor row_params;  // I32 {kRowSamplingWords, 1}: that draw's RowSampling, when sampled (not argmax)
 
   // Forget everything: the next forward starts at position 0.
   void reset(Backend& backend) {

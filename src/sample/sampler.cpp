@@ -245,6 +245,17 @@ int32_t draw_from_row(std::span<const float> row, const RowSampling& s) {
   return candidates[draw_index(probs, s.uniform)].id;
 }
 
+void penalise_row(std::span<float> row, const RowSampling& s, int32_t id) {
+  if (s.n_recent <= 0 && !s.recent_then_id) return;
+  int32_t window[kMaxRowRecent + 1];
+  const int n = std::clamp(s.n_recent, 0, kMaxRowRecent);
+  std::copy(s.recent, s.recent + n, window);
+  const int total = n + (s.recent_then_id ? 1 : 0);
+  if (s.recent_then_id) window[n] = id;
+  apply_penalties(row, std::span<const int32_t>(window, static_cast<size_t>(total)), s.repeat_penalty,
+                  s.frequency_penalty, s.presence_penalty);
+}
+
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {
   if (params_.repeat_penalty <= 0) throw std::invalid_argument("repeat penalty must be > 0");
   if (params_.top_p <= 0) throw std::invalid_argument("top-p must be > 0");
@@ -271,7 +282,7 @@ void Sampler::accept(int32_t token) {
 }
 
 bool Sampler::draws_from_row(int64_t n_vocab) const {
-  if (uses_penalties() || uses_dry()) return false;
+  if (uses_dry() || (uses_penalties() && params_.penalty_last_n > kMaxRowRecent)) return false;
   const int k = params_.temperature <= 0 ? 1 : params_.top_k;
   return k >= 1 && k <= kMaxRowTopK && k < n_vocab;
 }
@@ -288,8 +299,19 @@ RowSampling Sampler::row_sampling(double uniform) const {
   return s;
 }
 
-RowSampling Sampler::next_row_sampling() {
-  return row_sampling(params_.temperature <= 0 ? 0.0 : next_uniform());
+RowSampling Sampler::next_row_sampling(bool then_id) {
+  RowSampling s = row_sampling(params_.temperature <= 0 ? 0.0 : next_uniform());
+  if (!uses_penalties()) return s;
+  s.repeat_penalty = params_.repeat_penalty;
+  s.frequency_penalty = params_.frequency_penalty;
+  s.presence_penalty = params_.presence_penalty;
+  s.recent_then_id = then_id ? 1 : 0;
+  // The window's last penalty_last_n tokens, the one on the backend among them.
+  const size_t room = static_cast<size_t>(std::min(params_.penalty_last_n, kMaxRowRecent)) - (then_id ? 1 : 0);
+  const size_t n = std::min(recent_.size(), room);
+  std::copy(recent_.end() - static_cast<std::ptrdiff_t>(n), recent_.end(), s.recent);
+  s.n_recent = static_cast<int32_t>(n);
+  return s;
 }
 
 double Sampler::next_uniform() {

@@ -76,8 +76,11 @@ std::vector<double> candidate_probabilities(std::span<const Candidate> candidate
 size_t draw_index(std::span<const double> probs, double uniform);
 // Stages 3 and 4 on a row with top-k on: top_k_of_row, keep_top_p, min-p's cut at
 // the best logit + s.log_min_p (keep_min_p's), softmax(logit / T) and draw_index at
-// s.uniform. Backend::sample_rows' reference.
+// s.uniform. Backend::sample_rows' reference, after penalise_row.
 int32_t draw_from_row(std::span<const float> row, const RowSampling& s);
+// Stage 1 without DRY, in place: apply_penalties over s's window (s.recent, then
+// `id` when s.recent_then_id). Nothing when s carries no window.
+void penalise_row(std::span<float> row, const RowSampling& s, int32_t id);
 
 class Sampler {
  public:
@@ -90,13 +93,16 @@ class Sampler {
   // True when sample(row) is argmax(row) for every row (greedy, no penalties): the
   // caller may then take the argmax where the logits are (the GPU) and skip the row.
   bool picks_argmax() const { return params_.temperature <= 0 && !uses_penalties() && !uses_dry(); }
-  // True when sample(row) is draw_from_row(row, next_row_sampling()) for every row of
-  // n_vocab logits (greedy as top-1, or top-k at most kMaxRowTopK, and no penalties):
-  // the caller may then draw where the logits are (Backend::sample_rows).
+  // True when sample(row) is penalise_row then draw_from_row with next_row_sampling()
+  // for every row of n_vocab logits (greedy as top-1, or top-k at most kMaxRowTopK; no
+  // DRY; penalties over at most kMaxRowRecent tokens): the caller may then draw where
+  // the logits are (Backend::sample_rows).
   bool draws_from_row(int64_t n_vocab) const;
-  // The parameters of the next draw_from_row; consumes the random number that
-  // sample() would (none when greedy).
-  RowSampling next_row_sampling();
+  // The parameters of the next draw; consumes the random number that sample() would
+  // (none when greedy). With penalties they carry the accepted tokens' window; with
+  // then_id, for a step queued before its fed token is read and accepted, one token
+  // fewer, and the backend adds the token it holds (RowSampling::recent_then_id).
+  RowSampling next_row_sampling(bool then_id = false);
   // Forgets the history (the random stream goes on).
   void reset_history() {
     recent_.clear();

@@ -255,16 +255,17 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
   }
 }
 
-// Top-k sampled requests (no penalties or logprobs) have their tokens drawn on the
-// backend, with steps run ahead when the whole batch draws there, and mixed into
-// batches with greedy requests and ones the host samples (logprobs, a penalty): each
+// Top-k sampled requests (with or without penalties; no DRY or logprobs) have their
+// tokens drawn on the backend, with steps run ahead when the whole batch draws there
+// (a penalty window then ends with the token still on the backend), and mixed into
+// batches with greedy requests and ones the host samples (logprobs, DRY): each
 // request gets the tokens of a host loop that reads every row and samples it with
 // the request's seed, alone or together.
 TEST_P(EngineTest, TopKSamplingOnTheBackendEqualsTheHostChain) {
   Loaded l = load(GetParam(), "tiny");
   Model& m = *l.model;
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 6; ++i) prompts.push_back(make_prompt(m, 2 + i * 7, i + 30));
+  for (int i = 0; i < 7; ++i) prompts.push_back(make_prompt(m, 2 + i * 7, i + 30));
   const auto make = [&](size_t i) {
     RequestOptions r;
     r.prompt = prompts[i];
@@ -272,7 +273,12 @@ TEST_P(EngineTest, TopKSamplingOnTheBackendEqualsTheHostChain) {
     r.sampling.temperature = i == 0 ? 0.0f : 1.5f;
     r.sampling.seed = 40 + i;
     if (i == 4) r.top_logprobs = 0;
-    if (i == 5) r.sampling.presence_penalty = 0.5f;
+    if (i == 5) {  // a window of 4 slides within the 10 tokens
+      // Negative penalties: recent tokens are boosted, so the draws depend on the window.
+      r.sampling.repeat_penalty = 0.5f, r.sampling.frequency_penalty = -1.0f, r.sampling.presence_penalty = -2.0f;
+      r.sampling.penalty_last_n = 4;
+    }
+    if (i == 6) r.sampling.dry_multiplier = 0.8f;
     return r;
   };
   const int64_t block = 16;
@@ -282,7 +288,7 @@ TEST_P(EngineTest, TopKSamplingOnTheBackendEqualsTheHostChain) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const RequestOptions r = make(i);
     Sampler host(r.sampling);
-    EXPECT_EQ(host.draws_from_row(m.n_vocab()), i != 5) << "request " << i;  // 4: logprobs keep it on the host
+    EXPECT_EQ(host.draws_from_row(m.n_vocab()), i != 6) << "request " << i;  // 4: logprobs keep it on the host
     for (int32_t t : r.prompt) host.accept(t);
     // The prompt in the engine's chunks (block-aligned), then one token a step.
     SequenceState seq = m.new_sequence(96);

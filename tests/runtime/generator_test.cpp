@@ -1,8 +1,8 @@
 // The generation loop on a tiny random model: greedy output equals a hand-written
 // forward/argmax loop whatever the prefill chunking, and each way of stopping
 // leaves the sequence and the result as documented, for greedy steps that run ahead
-// on the backend and for a sampler on the host; top-k sampling drawn on the backend
-// equals the host's chain.
+// on the backend and for a sampler on the host; sampling drawn on the backend (top-k,
+// penalties) equals the host's chain.
 #include "runtime/generator.h"
 
 #include <algorithm>
@@ -48,12 +48,13 @@ class Generator : public ::testing::Test {
   }
 
   // Greedy decoding (on the backend, steps run ahead), or with `on_host` a sampler
-  // that reads every logits row (a presence penalty too small to change the pick).
+  // that reads every logits row (DRY, which only the host runs, too weak to change
+  // the pick).
   GenerationResult run(SequenceState& seq, GenerateOptions opt, const TokenCallback& cb = nullptr,
                        bool on_host = false, std::span<const int32_t> prompt = {}) {
     SamplerParams params;
     params.temperature = 0;
-    if (on_host) params.presence_penalty = 1e-6f;
+    if (on_host) params.dry_multiplier = 1e-6f;
     Sampler sampler(params);
     EXPECT_EQ(sampler.picks_argmax(), !on_host);
     std::vector<int32_t> streamed;
@@ -175,16 +176,25 @@ TEST_F(Generator, ANextTurnSeesExactlyWhatTheSequenceAbsorbed) {
     }
 }
 
-TEST_F(Generator, TopKSamplingDrawsOnTheBackendAsTheHostChain) {
-  // Top-k sampling without penalties is drawn on the backend (sample_rows) with steps
-  // run ahead: the tokens of a host loop that reads every row and samples it with the
-  // same seed, and an end token leaves the sequence having absorbed it.
-  SamplerParams p;  // top-k 40, top-p 0.95, min-p 0.05
-  p.temperature = 1.5f;
+TEST_F(Generator, SamplingDrawsOnTheBackendAsTheHostChain) {
+  // Top-k sampling, with or without penalties, and greedy decoding with penalties are
+  // drawn on the backend (sample_rows) with steps run ahead (each penalty window then
+  // ends with the token the backend holds): the tokens of a host loop that reads
+  // every row and samples it with the same seed, and an end token leaves the sequence
+  // having absorbed it. A 4-token window slides within the 10 tokens.
   const size_t n_vocab = static_cast<size_t>(model_->n_vocab());
-  for (uint64_t seed : {1, 2, 3}) {
+  std::vector<int32_t> unpenalised[3];  // setting 0's tokens per seed
+  for (int case_index = 0; case_index < 9; ++case_index) {
+    const int setting = case_index / 3;
+    const uint64_t seed = 1 + case_index % 3;
+    SamplerParams p;  // top-k 40, top-p 0.95, min-p 0.05
+    p.temperature = setting == 2 ? 0.0f : 1.5f;
+    // Negative penalties: recent tokens are boosted, so the draws depend on the window.
+    if (setting > 0) p.repeat_penalty = 0.5f, p.frequency_penalty = -1.0f, p.presence_penalty = -2.0f;
+    p.penalty_last_n = 4;
     p.seed = seed;
     Sampler host(p);
+    for (int32_t t : prompt_) host.accept(t);
     SequenceState ref = model_->new_sequence(64);
     std::vector<float> row(n_vocab);
     Tensor l = model_->forward(ref, prompt_, 1);
@@ -192,11 +202,18 @@ TEST_F(Generator, TopKSamplingDrawsOnTheBackendAsTheHostChain) {
     for (int i = 0; i < 10; ++i) {
       backend_->read(l, row.data(), row.size() * sizeof(float));
       want.push_back(host.sample(row));
+      host.accept(want.back());
       l = model_->forward(ref, std::span(want).last(1), 1);
+    }
+    SCOPED_TRACE("setting " + std::to_string(setting) + " seed " + std::to_string(seed));
+    if (setting == 0) unpenalised[seed - 1] = want;
+    if (setting == 1) {
+      EXPECT_NE(want, unpenalised[seed - 1]);  // the penalties change the draws
     }
     for (bool by_eog : {false, true}) {
       Sampler sampler(p);
       ASSERT_TRUE(sampler.draws_from_row(model_->n_vocab()));
+      ASSERT_EQ(sampler.picks_argmax(), false);
       SequenceState seq = model_->new_sequence(64);
       GenerateOptions opt;
       opt.max_tokens = 10;
@@ -204,7 +221,7 @@ TEST_F(Generator, TopKSamplingDrawsOnTheBackendAsTheHostChain) {
       const GenerationResult r =
           generate(*model_, *backend_, seq, prompt_, sampler, opt, [](int32_t) { return true; });
       const auto end = by_eog ? std::find(want.begin(), want.end(), want[4]) - want.begin() : 10;
-      EXPECT_EQ(r.tokens, std::vector<int32_t>(want.begin(), want.begin() + end)) << "seed " << seed;
+      EXPECT_EQ(r.tokens, std::vector<int32_t>(want.begin(), want.begin() + end));
       EXPECT_EQ(r.stop, by_eog ? StopReason::EndOfGeneration : StopReason::MaxTokens);
       EXPECT_EQ(r.end_absorbed, by_eog);
       EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + (by_eog ? end + 1 : 9));

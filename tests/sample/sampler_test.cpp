@@ -2,7 +2,9 @@
 // the seeded draw's distribution and reproducibility.
 #include "sample/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -354,7 +356,7 @@ TEST(Sampler, RowDrawsAreTheChainsDraws) {
     }
 }
 
-TEST(Sampler, DrawsFromRowOnlyWithoutPenaltiesAndWithASmallTopK) {
+TEST(Sampler, DrawsFromRowWithASmallTopKAndPenaltyWindowAndWithoutDry) {
   SamplerParams p;  // the defaults: top-k 40, no penalties
   EXPECT_TRUE(Sampler(p).draws_from_row(1000));
   EXPECT_FALSE(Sampler(p).draws_from_row(40));  // top-k keeps the whole row: the host's path
@@ -366,13 +368,60 @@ TEST(Sampler, DrawsFromRowOnlyWithoutPenaltiesAndWithASmallTopK) {
   EXPECT_TRUE(Sampler(p).draws_from_row(1000));
   p = SamplerParams{};
   p.repeat_penalty = 1.1f;
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  p.penalty_last_n = kMaxRowRecent;
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  p.penalty_last_n = kMaxRowRecent + 1;  // a longer window: the host's path
   EXPECT_FALSE(Sampler(p).draws_from_row(1000));
   p = SamplerParams{};
   p.presence_penalty = 0.5f;
-  EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+  p.temperature = 0;
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  EXPECT_FALSE(Sampler(p).picks_argmax());
   p = SamplerParams{};
   p.dry_multiplier = 0.8f;
   EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+}
+
+TEST(Sampler, PenalisedRowDrawsEqualSample) {
+  // penalise_row + draw_from_row with next_row_sampling()'s parameters equal sample()
+  // with penalties, for windows shorter and longer than penalty_last_n, with the
+  // window complete on the host or ending with the id the backend holds (the host
+  // has not accepted it yet: then_id). Ties and repeats included.
+  std::mt19937 gen(11);
+  struct Case {
+    float temperature, repeat, frequency, presence;
+    int last_n, history;
+  } cases[] = {{0.8f, 1.3f, 0.2f, 0.5f, 64, 100}, {0.0f, 1.5f, 0.0f, 0.0f, 16, 5},   {1.2f, 0.7f, -0.3f, 1.0f, 1, 3},
+               {1.0f, 1.0f, 0.4f, 0.0f, 256, 300}, {0.5f, 2.0f, 1.0f, -1.0f, 256, 40}, {0.9f, 1.1f, 0.1f, 0.1f, 8, 1}};
+  for (int trial = 0; trial < 48; ++trial) {
+    const Case& k = cases[trial % std::size(cases)];
+    const std::vector<float> row = random_row(gen, 500, trial % 2 == 1);
+    SamplerParams p;
+    p.temperature = k.temperature;
+    p.repeat_penalty = k.repeat, p.frequency_penalty = k.frequency, p.presence_penalty = k.presence;
+    p.penalty_last_n = k.last_n;
+    p.seed = 3 + trial;
+    Sampler host(p), row_draws(p);
+    ASSERT_TRUE(row_draws.draws_from_row(static_cast<int64_t>(row.size())));
+    // A history over the 12 best tokens, so that the penalties move the top-k.
+    std::vector<int32_t> best(row.size());
+    std::iota(best.begin(), best.end(), 0);
+    std::partial_sort(best.begin(), best.begin() + 12, best.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    std::vector<int32_t> history;
+    for (int i = 0; i < k.history; ++i) history.push_back(best[gen() % 12]);
+    const bool then_id = trial % 4 >= 2;
+    for (int32_t t : history) host.accept(t);
+    for (size_t i = 0; i + (then_id ? 1 : 0) < history.size(); ++i) row_draws.accept(history[i]);
+    for (int draw = 0; draw < 3; ++draw) {
+      const RowSampling s = row_draws.next_row_sampling(then_id);
+      EXPECT_EQ(s.recent_then_id, then_id ? 1 : 0);
+      EXPECT_EQ(s.n_recent + s.recent_then_id, std::min(k.last_n, k.history));
+      std::vector<float> penalised = row;
+      penalise_row(penalised, s, history.back());
+      ASSERT_EQ(draw_from_row(penalised, s), host.sample(row)) << "trial " << trial << " draw " << draw;
+    }
+  }
 }
 
 TEST(Sampler, RejectsNonsenseParameters) {

@@ -438,13 +438,17 @@ class CpuBackend final : public Backend {
   }
   void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) override {
     const int64_t V = logits.ne[0], n = logits.rows();
-    check(params.type == DType::I32 && params.ne[0] == 8 && params.rows() >= n, "sample_rows", "params shape");
+    check_f32(logits, "sample_rows");
+    check(params.type == DType::I32 && params.ne[0] == kRowSamplingWords && params.rows() >= n, "sample_rows",
+          "params shape");
     check(ids.type == DType::I32 && ids.n_elements() == n, "sample_rows", "ids shape");
     for (int64_t t = 0; t < n; ++t) {
       RowSampling s;
-      std::memcpy(static_cast<void*>(&s), params.as<const int32_t>() + 8 * t, sizeof(s));
+      std::memcpy(static_cast<void*>(&s), params.as<const int32_t>() + kRowSamplingWords * t, sizeof(s));
       check(s.top_k >= 1 && s.top_k <= kMaxRowTopK && s.top_k < V, "sample_rows", "top-k out of range");
-      ids.as<int32_t>()[t] = draw_from_row(std::span(logits.as<const float>() + t * V, static_cast<size_t>(V)), s);
+      const std::span row(logits.as<float>() + t * V, static_cast<size_t>(V));
+      penalise_row(row, s, ids.as<const int32_t>()[t]);
+      ids.as<int32_t>()[t] = draw_from_row(row, s);
     }
   }
 

@@ -481,13 +481,14 @@ class CudaBackend final : public Backend {
   // top-k is not checked here: the kernel clamps it to [1, min(kMaxRowTopK, V)].
   void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) override {
     check_f32(logits, "sample_rows");
-    check(params.type == DType::I32 && params.ne[0] == 8 && params.rows() >= logits.rows(), "sample_rows",
+    check(params.type == DType::I32 && params.ne[0] == kRowSamplingWords && params.rows() >= logits.rows(),
+          "sample_rows",
           "params shape");
     check(ids.type == DType::I32 && ids.n_elements() == logits.rows(), "sample_rows", "ids shape");
     const size_t n = cuda::sample_rows_partials(logits.ne[0], logits.rows());
     auto* partials = static_cast<uint64_t*>(arena_.take(n * sizeof(uint64_t)));
     submit(Key(OpId::SampleRows) << logits << params << ids, [=](cudaStream_t s) {
-      cuda::sample_rows(logits.as<const float>(), logits.ne[0], logits.rows(), params.as<const RowSampling>(),
+      cuda::sample_rows(logits.as<float>(), logits.ne[0], logits.rows(), params.as<const RowSampling>(),
                         ids.as<int32_t>(), partials, s);
     });
   }

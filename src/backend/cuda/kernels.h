@@ -59,7 +59,7 @@ size_t argmax_partials(int64_t V, int64_t rows);
 void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, float* partials, cudaStream_t s);
 // sample_rows needs sample_rows_partials() uint64 of `partials`; params: one RowSampling per row.
 size_t sample_rows_partials(int64_t V, int64_t rows);
-void sample_rows(const float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,
+void sample_rows(float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,
                  uint64_t* partials, cudaStream_t s);
 
 // Gated DeltaNet pieces (semantics in backend.h).

@@ -1,9 +1,9 @@
-// sample_rows: the sampler chain without penalties (draw_from_row in
+// sample_rows: the sampler chain without DRY (penalise_row and draw_from_row in
 // sample/sampler.h) for each row of logits, on the device, so that a sampled step
-// reads back one id instead of the row. Two launches: blocks that each keep the
-// row's top-k of a slice of it, then one block per row that takes the top-k of the
-// slices' lists and a warp that truncates and draws in double precision, in the
-// host's order of operations.
+// reads back one id instead of the row. Two launches: blocks that each penalise and
+// keep the row's top-k of a slice of it, then one block per row that takes the
+// top-k of the slices' lists and a warp that truncates and draws in double
+// precision, in the host's order of operations.
 //
 // Neither sorts everything it reads: a lower bound on the k-th best key (the k-th
 // best of the threads' maxima in a slice; the best of the slices' k-th keys in the
@@ -75,17 +75,49 @@ __device__ void sort_candidates(uint64_t* list, int n) {
   sort_desc(list, n2);
 }
 
-// grid (slices, rows): block b leaves the row's top-k keys of its slice b, sorted,
-// in partials {kMaxRowTopK, slices, rows} (0 after them).
-__global__ void __launch_bounds__(kThreads) sample_slice_kernel(const float* logits, int64_t V, int64_t slice,
-                                                                const RowSampling* params, uint64_t* partials) {
+// apply_penalties on the row's logits in [begin, end), in place, by one block: each
+// distinct token of the window once, with its count, in the host's float operations
+// (no contraction into fused multiply-adds). The block reads its slice after this.
+__device__ void penalise_slice(float* l, int64_t begin, int64_t end, const RowSampling& s, int32_t id,
+                               int32_t* window) {
+  const int n = s.n_recent < 0 ? 0 : (s.n_recent > kMaxRowRecent ? kMaxRowRecent : s.n_recent);
+  const int total = n + (s.recent_then_id ? 1 : 0);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) window[j] = s.recent[j];
+  if (threadIdx.x == 0 && s.recent_then_id) window[n] = id;
+  __syncthreads();
+  for (int j = threadIdx.x; j < total; j += blockDim.x) {
+    const int32_t t = window[j];
+    if (t < begin || t >= end) continue;
+    int count = 0;
+    bool first = true;
+    for (int m = 0; m < total; ++m)
+      if (window[m] == t) ++count, first = first && m >= j;
+    if (!first) continue;
+    float x = l[t];
+    x = x > 0 ? __fdiv_rn(x, s.repeat_penalty) : __fmul_rn(x, s.repeat_penalty);
+    l[t] = __fsub_rn(x, __fadd_rn(__fmul_rn(static_cast<float>(count), s.frequency_penalty), s.presence_penalty));
+  }
+  __syncthreads();
+}
+
+// grid (slices, rows): block b penalises its slice b of the row, then leaves the
+// row's top-k keys of that slice, sorted, in partials {kMaxRowTopK, slices, rows} (0
+// after them).
+__global__ void __launch_bounds__(kThreads) sample_slice_kernel(float* logits, int64_t V, int64_t slice,
+                                                                const RowSampling* params, const int32_t* ids,
+                                                                uint64_t* partials) {
   pdl_begin();
   extern __shared__ uint64_t list[];  // kListKeys: the best so far, then this pass's candidates
   __shared__ uint64_t maxima[kThreads];
   __shared__ int count;
-  const int k = row_top_k(params[blockIdx.y], V);
-  const float* l = logits + static_cast<int64_t>(blockIdx.y) * V;
+  const RowSampling& s = params[blockIdx.y];
+  const int k = row_top_k(s, V);
+  float* l = logits + static_cast<int64_t>(blockIdx.y) * V;
   const int64_t begin = blockIdx.x * slice, end = begin + slice < V ? begin + slice : V;
+  if (s.n_recent > 0 || s.recent_then_id) {
+    // The window shares the list's memory, which the passes below fill afterwards.
+    penalise_slice(l, begin, end, s, ids[blockIdx.y], reinterpret_cast<int32_t*>(list));
+  }
   int kept = 0;  // list[0, kept): the best so far, sorted
   for (int64_t from = begin; from < end; from += kPassKeys) {
     uint64_t key[kPerThread], best = 0;
@@ -125,8 +157,11 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
   __shared__ uint64_t warp_max[kThreads / 32];
   __shared__ double e[kMaxRowTopK];
   __shared__ int count;
-  const RowSampling s = params[blockIdx.x];
-  const int k = row_top_k(s, V);
+  // The draw's parameters, not the penalty window (the slice blocks applied it).
+  const RowSampling& row = params[blockIdx.x];
+  const double uniform = row.uniform, log_min_p = row.log_min_p;
+  const float top_p = row.top_p, temperature = row.temperature;
+  const int k = row_top_k(row, V);
   const uint64_t* p = partials + static_cast<int64_t>(blockIdx.x) * slices * kMaxRowTopK;
   // Each list's k-th key bounds the row's k-th best from below.
   uint64_t bound = 0;
@@ -151,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
   };
   int keep = k;
   // keep_top_p: probabilities at temperature 1 over the k.
-  if (s.top_p < 1 && k > 1) {
+  if (top_p < 1 && k > 1) {
     for (int i = lane; i < k; i += 32) e[i] = exp(static_cast<double>(key_logit(list[i])) - best);
     __syncwarp();
     const double sum = ordered_sum(k);
@@ -161,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
       double cumulative = 0;
       for (int i = 0; i < k; ++i) {
         cumulative += e[i];
-        if (cumulative >= s.top_p) {
+        if (cumulative >= top_p) {
           keep = i + 1;
           break;
         }
@@ -170,8 +205,8 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
     keep = __shfl_sync(0xffffffffu, keep, 0);
   }
   // min-p's cut: the first candidate below it.
-  if (s.log_min_p != -INFINITY) {
-    const double threshold = best + s.log_min_p;
+  if (log_min_p != -INFINITY) {
+    const double threshold = best + log_min_p;
     int cut = keep;
     for (int i = 1 + lane; i < keep; i += 32)
       if (!(key_logit(list[i]) >= threshold)) cut = min(cut, i);
@@ -180,7 +215,7 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
   }
   // softmax(logit / T) and draw_index.
   __syncwarp();
-  for (int i = lane; i < keep; i += 32) e[i] = exp((static_cast<double>(key_logit(list[i])) - best) / s.temperature);
+  for (int i = lane; i < keep; i += 32) e[i] = exp((static_cast<double>(key_logit(list[i])) - best) / temperature);
   __syncwarp();
   const double sum = ordered_sum(keep);
   for (int i = lane; i < keep; i += 32) e[i] /= sum;
@@ -188,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
   if (lane != 0) return;
   double total = 0;
   for (int i = 0; i < keep; ++i) total += e[i];
-  const double target = s.uniform * total;
+  const double target = uniform * total;
   double cumulative = 0;
   int pick = keep - 1;
   for (int i = 0; i < keep; ++i) {
@@ -211,13 +246,13 @@ size_t sample_rows_partials(int64_t V, int64_t rows) {
   return static_cast<size_t>(ceil_div(V, slice_len(V)) * rows) * kMaxRowTopK;
 }
 
-void sample_rows(const float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,
+void sample_rows(float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,
                  uint64_t* partials, cudaStream_t s) {
   const int64_t slice = slice_len(V);
   const int slices = static_cast<int>(ceil_div(V, slice));
   allow_smem<sample_slice_kernel>(kListSmem);
   launch_pdl_smem(sample_slice_kernel, dim3(slices, static_cast<unsigned>(rows)), kThreads, kListSmem, s, logits, V,
-                  slice, params, partials);
+                  slice, params, static_cast<const int32_t*>(ids), partials);
   ZINC_CUDA_LAUNCHED("sample_slice");
   allow_smem<sample_pick_kernel>(kListSmem);
   launch_pdl_smem(sample_pick_kernel, static_cast<unsigned>(rows), kThreads, kListSmem, s, partials, V, slices,
