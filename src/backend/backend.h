@@ -157,10 +157,12 @@ class Backend {
   // gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps) into q, k, v, g,
   // beta; gated_delta_rule(q, k, v, g, beta, state, y); rms_norm_gated(y, norm_w, z,
   // norm_eps, y). y, z {dv, H, n}; state {dv, dk, H}; Hk = (qkv.ne[0] - H·dv) / (2·dk).
-  virtual void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state,
+  // One sequence's n tokens (one conv state and state), or one token for each of n
+  // sequences (token t with conv_states[t] and states[t], as n calls would do it).
+  virtual void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, std::span<const Tensor> conv_states,
                                     const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg,
-                                    float l2_eps, const Tensor& state, const Tensor& z, const Tensor& norm_w,
-                                    float norm_eps, const Tensor& y) = 0;
+                                    float l2_eps, std::span<const Tensor> states, const Tensor& z,
+                                    const Tensor& norm_w, float norm_eps, const Tensor& y) = 0;
   // A gated shared expert added into y {d, n}: y += sigmoid(gate_logit) · down(swiglu(g, u))
   // with g, u {ff, n}, down {ff, d}, gate_logit {1, n} (or null: no gate).
   virtual void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,

@@ -527,15 +527,51 @@ void check_gdn_core(Checker& c) {
         auto a = c.f32({sh.H, n}, c.randn(sh.H * n)), b = c.f32({sh.H, n}, c.randn(sh.H * n));
         auto z = c.f32({sh.dv, sh.H, n}, c.randn(sh.dv * sh.H * n));
         auto y = c.out({sh.dv, sh.H, n});
-        c.cpu().gated_delta_net_core(qkv.cpu, cw.cpu, cs.cpu, a.cpu, b.cpu, dt.cpu, an.cpu, 1e-6f, st.cpu, z.cpu,
-                                     nw.cpu, 1e-6f, y.cpu);
-        c.gpu().gated_delta_net_core(qkv.gpu, cw.gpu, cs.gpu, a.gpu, b.gpu, dt.gpu, an.gpu, 1e-6f, st.gpu, z.gpu,
-                                     nw.gpu, 1e-6f, y.gpu);
+        c.cpu().gated_delta_net_core(qkv.cpu, cw.cpu, std::span(&cs.cpu, 1), a.cpu, b.cpu, dt.cpu, an.cpu, 1e-6f,
+                                     std::span(&st.cpu, 1), z.cpu, nw.cpu, 1e-6f, y.cpu);
+        c.gpu().gated_delta_net_core(qkv.gpu, cw.gpu, std::span(&cs.gpu, 1), a.gpu, b.gpu, dt.gpu, an.gpu, 1e-6f,
+                                     std::span(&st.gpu, 1), z.gpu, nw.gpu, 1e-6f, y.gpu);
         ey = std::max(ey, c.rel_err(y));
       }
       c.report(name + " y", ey, delta_rule_tol(n));
       c.report(name + " state", c.rel_err(st), delta_rule_tol(n));
       c.report(name + " conv state", c.rel_err(cs), 1e-4);
+    }
+  // One token for each of several sequences (a batched decode step; 70 sequences take
+  // five launches of at most 16), three steps in a row.
+  for (const Shape& sh : {shapes[1], shapes[2], shapes[4]})
+    for (int64_t n : {2, 8, 70}) {
+      const std::string name = "gated_delta_net_core " + std::to_string(n) + " sequences H=" + std::to_string(sh.H) +
+                               " Hk=" + std::to_string(sh.Hk) + " K=" + std::to_string(sh.K);
+      const int64_t C = 2 * sh.Hk * sh.dk + sh.H * sh.dv;
+      auto cw = c.f32({sh.K, C}, c.randn(sh.K * C, 0.5f));
+      auto dt = c.f32({sh.H}, c.randn(sh.H, 0.5f, -2.0f)), an = c.f32({sh.H}, c.randn(sh.H, 0.3f, -1.0f));
+      auto nw = c.f32({sh.dv}, c.randn(sh.dv, 0.1f, 1.0f));
+      std::vector<Checker::Both> cs, st;
+      std::vector<Tensor> cs_cpu, cs_gpu, st_cpu, st_gpu;
+      for (int64_t i = 0; i < n; ++i) {
+        cs.push_back(c.f32({C, sh.K - 1}, c.randn(C * (sh.K - 1))));
+        st.push_back(c.f32({sh.dv, sh.dk, sh.H}, c.randn(sh.dv * sh.dk * sh.H, 0.1f)));
+        cs_cpu.push_back(cs.back().cpu), cs_gpu.push_back(cs.back().gpu);
+        st_cpu.push_back(st.back().cpu), st_gpu.push_back(st.back().gpu);
+      }
+      double ey = 0, est = 0, ecs = 0;
+      for (int step = 0; step < 3; ++step) {
+        auto qkv = c.f32({C, n}, c.randn(C * n));
+        auto a = c.f32({sh.H, n}, c.randn(sh.H * n)), b = c.f32({sh.H, n}, c.randn(sh.H * n));
+        auto z = c.f32({sh.dv, sh.H, n}, c.randn(sh.dv * sh.H * n));
+        auto y = c.out({sh.dv, sh.H, n});
+        c.cpu().gated_delta_net_core(qkv.cpu, cw.cpu, cs_cpu, a.cpu, b.cpu, dt.cpu, an.cpu, 1e-6f, st_cpu, z.cpu,
+                                     nw.cpu, 1e-6f, y.cpu);
+        c.gpu().gated_delta_net_core(qkv.gpu, cw.gpu, cs_gpu, a.gpu, b.gpu, dt.gpu, an.gpu, 1e-6f, st_gpu, z.gpu,
+                                     nw.gpu, 1e-6f, y.gpu);
+        ey = std::max(ey, c.rel_err(y));
+      }
+      for (int64_t i = 0; i < n; ++i)
+        est = std::max(est, c.rel_err(st[i])), ecs = std::max(ecs, c.rel_err(cs[i]));
+      c.report(name + " y", ey, delta_rule_tol(1));
+      c.report(name + " states", est, delta_rule_tol(1));
+      c.report(name + " conv states", ecs, 1e-4);
     }
 }
 

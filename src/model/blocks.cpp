@@ -149,11 +149,23 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
   const Tensor &qkv = proj[0], &a = proj[2], &b = proj[3];
   const Tensor z = proj[1].reshape({dv, H, n});
   Tensor y = be.scratch(DType::F32, {dv, H, n});
-  for (const BatchSequence& s : batch.seqs) {
-    const auto& st = s.seq->layers[layer];
-    be.gated_delta_net_core(slice_tokens(qkv, s, 1), w.conv, st.conv, slice_tokens(a, s, 1), slice_tokens(b, s, 1),
-                            w.dt_bias, w.a_neg, 1e-6f, st.delta, slice_tokens(z, s, 2), w.norm, opt.norm_eps,
-                            slice_tokens(y, s, 2));
+  bool one_token_each = batch.seqs.size() > 1;  // sequence i holds token i
+  for (size_t i = 0; i < batch.seqs.size(); ++i)
+    one_token_each = one_token_each && batch.seqs[i].count == 1 && batch.seqs[i].offset == static_cast<int64_t>(i);
+  if (one_token_each) {  // a decode step of several sequences: one call
+    std::vector<Tensor> conv, delta;
+    for (const BatchSequence& s : batch.seqs) {
+      conv.push_back(s.seq->layers[layer].conv);
+      delta.push_back(s.seq->layers[layer].delta);
+    }
+    be.gated_delta_net_core(qkv, w.conv, conv, a, b, w.dt_bias, w.a_neg, 1e-6f, delta, z, w.norm, opt.norm_eps, y);
+  } else {
+    for (const BatchSequence& s : batch.seqs) {
+      const auto& st = s.seq->layers[layer];
+      be.gated_delta_net_core(slice_tokens(qkv, s, 1), w.conv, std::span(&st.conv, 1), slice_tokens(a, s, 1),
+                              slice_tokens(b, s, 1), w.dt_bias, w.a_neg, 1e-6f, std::span(&st.delta, 1),
+                              slice_tokens(z, s, 2), w.norm, opt.norm_eps, slice_tokens(y, s, 2));
+    }
   }
   return linear(be, w.out, y.reshape({dv * H, n}));
 }

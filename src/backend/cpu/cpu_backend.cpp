@@ -512,10 +512,25 @@ class CpuBackend final : public Backend {
     mul_sigmoid(y, gate, y);
   }
 
-  void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
-                            const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
-                            const Tensor& state, const Tensor& z, const Tensor& norm_w, float norm_eps,
+  void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, std::span<const Tensor> conv_states,
+                            const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
+                            std::span<const Tensor> states, const Tensor& z, const Tensor& norm_w, float norm_eps,
                             const Tensor& y) override {
+    check(!states.empty() && conv_states.size() == states.size() &&
+              (states.size() == 1 || static_cast<int64_t>(states.size()) == qkv.rows()),
+          "gated_delta_net_core", "one state, or one per token");
+    if (states.size() == 1)
+      return gdn_core_one(qkv, conv_w, conv_states[0], a, b, dt_bias, a_neg, l2_eps, states[0], z, norm_w, norm_eps, y);
+    for (int64_t t = 0; t < qkv.rows(); ++t) {
+      const size_t i = static_cast<size_t>(t);
+      gdn_core_one(qkv.slice(1, t, 1), conv_w, conv_states[i], a.slice(1, t, 1), b.slice(1, t, 1), dt_bias, a_neg,
+                   l2_eps, states[i], z.slice(2, t, 1), norm_w, norm_eps, y.slice(2, t, 1));
+    }
+  }
+
+  void gdn_core_one(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                    const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& state,
+                    const Tensor& z, const Tensor& norm_w, float norm_eps, const Tensor& y) {
     const int64_t n = qkv.rows(), dv = y.ne[0], H = y.ne[1], dk = state.ne[1];
     const int64_t Hk = dk > 0 ? (qkv.ne[0] - H * dv) / (2 * dk) : 0;
     check(Hk > 0 && qkv.ne[0] == 2 * Hk * dk + H * dv && y.ne[2] == n && state.ne[0] == dv && state.ne[2] == H,

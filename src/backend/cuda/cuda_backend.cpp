@@ -567,39 +567,70 @@ class CudaBackend final : public Backend {
            });
   }
 
-  void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
-                            const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
-                            const Tensor& state, const Tensor& z, const Tensor& norm_w, float norm_eps,
+  void gated_delta_net_core(const Tensor& qkv, const Tensor& conv_w, std::span<const Tensor> conv_states,
+                            const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
+                            std::span<const Tensor> states, const Tensor& z, const Tensor& norm_w, float norm_eps,
                             const Tensor& y) override {
-    const int64_t n = qkv.rows(), C = qkv.ne[0], dv = y.ne[0], H = y.ne[1], dk = state.ne[1];
-    const int64_t Hk = dk > 0 ? (C - H * dv) / (2 * dk) : 0;
-    check(Hk > 0 && C == 2 * Hk * dk + H * dv && y.ne[2] == n && state.ne[0] == dv && state.ne[2] == H &&
-              state.type == DType::F32 && z.n_elements() == y.n_elements(),
-          "gated_delta_net_core", "qkv/state/z/y shape");
+    const int64_t n = qkv.rows(), C = qkv.ne[0], dv = y.ne[0], H = y.ne[1];
+    check(!states.empty() && conv_states.size() == states.size() &&
+              (states.size() == 1 || static_cast<int64_t>(states.size()) == n),
+          "gated_delta_net_core", "one state, or one per token");
+    const int64_t dk = states[0].ne[1], Hk = dk > 0 ? (C - H * dv) / (2 * dk) : 0;
+    check(Hk > 0 && C == 2 * Hk * dk + H * dv && y.ne[2] == n && z.n_elements() == y.n_elements(),
+          "gated_delta_net_core", "qkv/z/y shape");
+    for (const Tensor& st : states)
+      check(st.ne[0] == dv && st.ne[1] == dk && st.ne[2] == H && st.type == DType::F32, "gated_delta_net_core",
+            "state shape");
+    const int n_seqs = static_cast<int>(states.size());
     const cuda::GdnCoreShape sh{n, H, Hk, dk, dv, conv_w.ne[0]};
-    if (!cuda::gdn_core_supported(sh)) {  // prefill and other shapes: the composition
-      const Tensor q = scratch(DType::F32, {dk, Hk, n}), k = scratch(DType::F32, {dk, Hk, n});
-      const Tensor v = scratch(DType::F32, {dv, H, n}), g = scratch(DType::F32, {H, n});
-      const Tensor beta = scratch(DType::F32, {H, n});
-      gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps, q, k, v, g, beta);
-      gated_delta_rule(q, k, v, g, beta, state, y);
-      rms_norm_gated(y, norm_w, z, norm_eps, y);
+    cuda::GdnCoreShape per_block = sh;
+    if (n_seqs > 1) per_block.n_tokens = 1;
+    if (!cuda::gdn_core_supported(per_block)) {
+      // Prefill and other shapes: the composition, a sequence at a time.
+      for (int i = 0; i < n_seqs; ++i) {
+        const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, i, 1); };
+        const int64_t m = n_seqs == 1 ? n : 1;
+        const Tensor q = scratch(DType::F32, {dk, Hk, m}), k = scratch(DType::F32, {dk, Hk, m});
+        const Tensor v = scratch(DType::F32, {dv, H, m}), g = scratch(DType::F32, {H, m});
+        const Tensor beta = scratch(DType::F32, {H, m});
+        const Tensor yi = tok(y, 2);
+        gdn_prepare(tok(qkv, 1), conv_w, conv_states[i], tok(a, 1), tok(b, 1), dt_bias, a_neg, l2_eps, q, k, v, g,
+                    beta);
+        gated_delta_rule(q, k, v, g, beta, states[i], yi);
+        rms_norm_gated(yi, norm_w, tok(z, 2), norm_eps, yi);
+      }
       return;
     }
-    check(conv_w.ne[1] == C && conv_w.type == DType::F32 && conv_state.ne[0] == C &&
-              conv_state.ne[1] == sh.conv_kernel - 1,
-          "gated_delta_net_core", "conv weight/state shape");
+    for (const Tensor& cs : conv_states)
+      check(cs.ne[0] == C && cs.ne[1] == sh.conv_kernel - 1 && cs.type == DType::F32, "gated_delta_net_core",
+            "conv state shape");
+    check(conv_w.ne[1] == C && conv_w.type == DType::F32, "gated_delta_net_core", "conv weight shape");
     check(a.ne[0] == H && a.rows() == n && b.n_elements() == a.n_elements() && dt_bias.ne[0] == H &&
               a_neg.ne[0] == H && norm_w.ne[0] == dv && norm_w.type == DType::F32,
           "gated_delta_net_core", "gate/norm shapes");
-    submit(Key(OpId::GdnCore) << qkv << conv_w << conv_state << a << b << dt_bias << a_neg << l2_eps << state << z
-                              << norm_w << norm_eps << y,
-           [=](cudaStream_t s) {
-             cuda::gdn_core(sh, qkv.as<const float>(), conv_w.as<const float>(), conv_state.as<float>(),
-                            a.as<const float>(), b.as<const float>(), dt_bias.as<const float>(),
-                            a_neg.as<const float>(), l2_eps, state.as<float>(), z.as<const float>(),
-                            norm_w.as<const float>(), norm_eps, y.as<float>(), s);
-           });
+    // Several sequences: launches of up to kGdnCoreMaxSeqs, each on its tokens.
+    const int per_launch = n_seqs == 1 ? 1 : cuda::kGdnCoreMaxSeqs;
+    for (int first = 0; first < n_seqs; first += per_launch) {
+      const int m = std::min(per_launch, n_seqs - first);
+      const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
+      const Tensor qkv_i = tok(qkv, 1), a_i = tok(a, 1), b_i = tok(b, 1), z_i = tok(z, 2), y_i = tok(y, 2);
+      cuda::GdnCoreShape sh_i = sh;
+      if (n_seqs > 1) sh_i.n_tokens = m;
+      Key key(OpId::GdnCore);
+      key << qkv_i << conv_w << a_i << b_i << dt_bias << a_neg << l2_eps << z_i << norm_w << norm_eps << y_i;
+      std::vector<float*> conv_ptrs, state_ptrs;
+      for (int i = first; i < first + m; ++i) {
+        key << conv_states[i] << states[i];
+        conv_ptrs.push_back(conv_states[i].as<float>());
+        state_ptrs.push_back(states[i].as<float>());
+      }
+      submit(key, [=](cudaStream_t s) {
+        cuda::gdn_core(sh_i, qkv_i.as<const float>(), conv_w.as<const float>(), conv_ptrs.data(),
+                       a_i.as<const float>(), b_i.as<const float>(), dt_bias.as<const float>(),
+                       a_neg.as<const float>(), l2_eps, state_ptrs.data(), m, z_i.as<const float>(),
+                       norm_w.as<const float>(), norm_eps, y_i.as<float>(), s);
+      });
+    }
   }
 
   void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,

@@ -1,5 +1,5 @@
 // The Gated DeltaNet core of a decode step in one launch (Backend::gated_delta_net_core
-// for n <= 8 tokens): causal conv + SiLU of q, k, v, their L2 norms, the gates, the
+// for n <= 8 tokens of one sequence, or one token for each of up to 16): causal conv + SiLU of q, k, v, their L2 norms, the gates, the
 // gated delta rule and the per-head gated RMS norm. At decode each stage is a few
 // kilobytes of work and a few microseconds of latency as its own kernel; here the
 // intermediates stay in shared memory and the state in registers.
@@ -20,6 +20,7 @@
 #include <cooperative_groups.h>
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels.h"
@@ -56,13 +57,28 @@ struct GdnCoreParams {
   float l2_eps, norm_eps;
   int n, H, Hk, dk, dv;
 };
+// n sequences of one token each: grid row s takes token s with these states (the
+// single-sequence parameters stay as small as they were: the decode of one sequence
+// launches this kernel 30 times a token).
+struct GdnCoreSeqsParams : GdnCoreParams {
+  float* conv_states[kGdnCoreMaxSeqs];
+  float* states[kGdnCoreMaxSeqs];
+};
 
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 
-// Block b: slice b % (dv / 32) of value head kh + (b / (dv / 32) % r)·Hk of key head
-// kh = b / (r · dv / 32); its rank in the key head's cluster is b % (r · dv / 32).
-__global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constant__ GdnCoreParams p) {
+// A block's sequence's states.
+__device__ __forceinline__ float* state_of(const GdnCoreParams& p) { return p.state; }
+__device__ __forceinline__ float* conv_state_of(const GdnCoreParams& p) { return p.conv_state; }
+__device__ __forceinline__ float* state_of(const GdnCoreSeqsParams& p) { return p.states[blockIdx.y]; }
+__device__ __forceinline__ float* conv_state_of(const GdnCoreSeqsParams& p) { return p.conv_states[blockIdx.y]; }
+
+// Block (b, s): slice b % (dv / 32) of value head kh + (b / (dv / 32) % r)·Hk of key
+// head kh = b / (r · dv / 32), for sequence s; its rank in the key head's cluster is
+// b % (r · dv / 32).
+template <class Params>
+__global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constant__ Params p) {
   __shared__ __align__(16) float qkv_s[kMaxTokens][kWidth];  // conv outputs q | k | v per token
   __shared__ float sk_part[2][kRowGroups][kCols];  // Sᵀk partial sums, double-buffered over tokens
   __shared__ float y_part[kMaxTokens][kRowGroups][kCols];
@@ -76,9 +92,15 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   const int64_t C = 2 * int64_t{p.Hk} * p.dk + int64_t{p.H} * p.dv;
   const int width = 2 * p.dk + kCols, rows = p.dk / kRowGroups;
   const int i0 = warp * rows, j = c0 + lane;
+  // This block's sequence: its tokens are t0 .. t0 + n - 1 of the launch's.
+  constexpr bool kSeqs = std::is_same_v<Params, GdnCoreSeqsParams>;
+  const int t0 = kSeqs ? static_cast<int>(blockIdx.y) : 0;
+  // The block's token count, read where it is used (a register held across the
+  // kernel costs the one-sequence decode a spill).
+  const auto n = [&] { return kSeqs ? 1 : p.n; };
 
   // ---- before the wait: what the previous kernel does not write ----
-  float* S = p.state + static_cast<int64_t>(h) * p.dk * p.dv;
+  float* S = state_of(p) + static_cast<int64_t>(h) * p.dk * p.dv;
   float s[kMaxRows];
 #pragma unroll
   for (int i = 0; i < kMaxRows; ++i) s[i] = i < rows ? S[static_cast<int64_t>(i0 + i) * p.dv + j] : 0.0f;
@@ -94,13 +116,13 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 #pragma unroll
     for (int k = 0; k < kConvKernel; ++k) {
       wk[u][k] = chan[u] >= 0 ? p.conv_w[chan[u] * kConvKernel + k] : 0.0f;
-      if (k < kConvKernel - 1) hist[u][k] = chan[u] >= 0 ? p.conv_state[k * C + chan[u]] : 0.0f;
+      if (k < kConvKernel - 1) hist[u][k] = chan[u] >= 0 ? conv_state_of(p)[k * C + chan[u]] : 0.0f;
     }
   }
   const int to = tid / kCols;  // the token of this thread's output, column j
   const float wn = p.norm_w[j];
   float dt_bias = 0, a_neg = 0;
-  if (tid < p.n) dt_bias = p.dt_bias[h], a_neg = p.a_neg[h];
+  if (tid < n()) dt_bias = p.dt_bias[h], a_neg = p.a_neg[h];
 
   pdl_begin();
 
@@ -109,13 +131,13 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 #pragma unroll
   for (int u = 0; u < kChannelsPerThread; ++u)
 #pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) cur[u][t] = chan[u] >= 0 && t < p.n ? p.qkv[t * C + chan[u]] : 0.0f;
-  const float zv = to < p.n ? p.z[(static_cast<int64_t>(to) * p.H + h) * p.dv + j] : 0.0f;
-  const int64_t gate_at = static_cast<int64_t>(tid) * p.H + h;
-  const float a_in = tid < p.n ? p.a[gate_at] : 0.0f, b_in = tid < p.n ? p.b[gate_at] : 0.0f;
+    for (int t = 0; t < kMaxTokens; ++t) cur[u][t] = chan[u] >= 0 && t < n() ? p.qkv[(t0 + t) * C + chan[u]] : 0.0f;
+  const float zv = to < n() ? p.z[(static_cast<int64_t>(t0 + to) * p.H + h) * p.dv + j] : 0.0f;
+  const int64_t gate_at = static_cast<int64_t>(t0 + tid) * p.H + h;
+  const float a_in = tid < n() ? p.a[gate_at] : 0.0f, b_in = tid < n() ? p.b[gate_at] : 0.0f;
 
   // ---- gates, conv + SiLU of this block's channels ----
-  if (tid < p.n) {
+  if (tid < n()) {
     const float x = a_in + dt_bias;
     const float softplus = x > 20.0f ? x : log1pf(expf(x));  // torch's threshold
     decay_s[tid] = expf(softplus * a_neg);
@@ -125,7 +147,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   for (int u = 0; u < kChannelsPerThread; ++u) {
 #pragma unroll
     for (int t = 0; t < kMaxTokens; ++t) {
-      if (chan[u] < 0 || t >= p.n) continue;
+      if (chan[u] < 0 || t >= n()) continue;
       float acc = wk[u][kConvKernel - 1] * cur[u][t];  // the newest input multiplies the last tap
 #pragma unroll
       for (int k = 0; k < kConvKernel - 1; ++k) acc += wk[u][k] * hist[u][k];
@@ -139,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 
   // ---- L2 norms of q and k: a warp per (token, q or k) row; q also takes 1/sqrt(dk) ----
   const float q_scale = rsqrtf(static_cast<float>(p.dk));
-  for (int row = warp; row < 2 * p.n; row += kRowGroups) {
+  for (int row = warp; row < 2 * n(); row += kRowGroups) {
     float* x = &qkv_s[row / 2][(row % 2) * p.dk];
     float ss = 0;
     for (int i = lane; i < p.dk; i += 32) ss += x[i] * x[i];
@@ -153,7 +175,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 #pragma unroll
   for (int t = 0; t < kMaxTokens; ++t) {
     yp[t] = 0;
-    if (t >= p.n) continue;
+    if (t >= n()) continue;
     const float4* q4 = reinterpret_cast<const float4*>(&qkv_s[t][i0]);
     const float4* k4 = reinterpret_cast<const float4*>(&qkv_s[t][p.dk + i0]);
     float part = 0;
@@ -186,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   }
 #pragma unroll
   for (int t = 0; t < kMaxTokens; ++t)
-    if (t < p.n) y_part[t][warp][lane] = yp[t];
+    if (t < n()) y_part[t][warp][lane] = yp[t];
 #pragma unroll
   for (int i = 0; i < kMaxRows; ++i)
     if (i < rows) S[static_cast<int64_t>(i0 + i) * p.dv + j] = s[i];
@@ -194,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 
   // ---- gated RMS norm over each head row: warp t holds token t's 32 columns ----
   float yv = 0;
-  if (to < p.n) {
+  if (to < n()) {
 #pragma unroll
     for (int g = 0; g < kRowGroups; ++g) yv += y_part[to][g][lane];
     const float ss = warp_sum(yv * yv);
@@ -204,15 +226,15 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   cluster_arrive();
   cluster_wait();
   float ss = 0;
-  if (to < p.n) {
+  if (to < n()) {
     cg::cluster_group cluster = cg::this_cluster();
     const int head_rank0 = rank - slice;  // the value head's first slice
     for (int sl = 0; sl < slices; ++sl) ss += *cluster.map_shared_rank(&norm_part[to], head_rank0 + sl);
   }
   cluster_arrive();  // this block is done reading its peers' shared memory
-  if (to < p.n) {
+  if (to < n()) {
     const float inv = rsqrtf(ss / p.dv + p.norm_eps);
-    p.y[(static_cast<int64_t>(to) * p.H + h) * p.dv + j] = yv * inv * wn * (zv / (1.0f + expf(-zv)));
+    p.y[(static_cast<int64_t>(t0 + to) * p.H + h) * p.dv + j] = yv * inv * wn * (zv / (1.0f + expf(-zv)));
   }
 
   // ---- the conv state: v channels are this block's own, q and k the cluster's first block's ----
@@ -221,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
     const bool own = chan[u] >= 0 && (tid + u * kThreads >= 2 * p.dk || rank == 0);
 #pragma unroll
     for (int k = 0; k < kConvKernel - 1; ++k)
-      if (own) p.conv_state[k * C + chan[u]] = hist[u][k];
+      if (own) conv_state_of(p)[k * C + chan[u]] = hist[u][k];
   }
   cluster_wait();  // no block leaves while a peer may still read its norm_part
 }
@@ -235,15 +257,21 @@ bool gdn_core_supported(const GdnCoreShape& sh) {
          r * (sh.dv / kCols) <= kMaxCluster && sh.conv_kernel == kConvKernel;
 }
 
-void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, float* conv_state, const float* a,
-              const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* state, const float* z,
-              const float* norm_w, float norm_eps, float* y, cudaStream_t s) {
-  if (!gdn_core_supported(sh)) throw std::invalid_argument("cuda gdn_core: shape outside the decode kernel");
-  const GdnCoreParams p{qkv,    conv_w, conv_state, a,      b,
-                        dt_bias, a_neg, state,      z,      norm_w,
-                        y,      l2_eps, norm_eps,   static_cast<int>(sh.n_tokens),
-                        static_cast<int>(sh.n_heads), static_cast<int>(sh.n_k_heads), static_cast<int>(sh.dk),
-                        static_cast<int>(sh.dv)};
+void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, float* const* conv_states, const float* a,
+              const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* const* states, int n_seqs,
+              const float* z, const float* norm_w, float norm_eps, float* y, cudaStream_t s) {
+  GdnCoreShape per_block = sh;
+  if (n_seqs > 1) per_block.n_tokens = 1;
+  if (!gdn_core_supported(per_block)) throw std::invalid_argument("cuda gdn_core: shape outside the decode kernel");
+  if (n_seqs < 1 || n_seqs > kGdnCoreMaxSeqs || (n_seqs > 1 && n_seqs != sh.n_tokens))
+    throw std::invalid_argument("cuda gdn_core: one sequence, or one token for each of at most 16");
+  GdnCoreSeqsParams p{};
+  p.qkv = qkv, p.conv_w = conv_w, p.a = a, p.b = b, p.dt_bias = dt_bias, p.a_neg = a_neg, p.z = z, p.norm_w = norm_w;
+  p.y = y, p.l2_eps = l2_eps, p.norm_eps = norm_eps;
+  p.n = static_cast<int>(sh.n_tokens), p.H = static_cast<int>(sh.n_heads), p.Hk = static_cast<int>(sh.n_k_heads);
+  p.dk = static_cast<int>(sh.dk), p.dv = static_cast<int>(sh.dv);
+  p.conv_state = conv_states[0], p.state = states[0];
+  for (int i = 0; i < n_seqs; ++i) p.conv_states[i] = conv_states[i], p.states[i] = states[i];
   cudaLaunchAttribute attr[2]{};
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -252,12 +280,17 @@ void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, flo
   attr[1].val.clusterDim.y = 1;
   attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(sh.n_heads * (sh.dv / kCols)));
+  cfg.gridDim = dim3(static_cast<unsigned>(sh.n_heads * (sh.dv / kCols)), static_cast<unsigned>(n_seqs));
   cfg.blockDim = dim3(kThreads);
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  check_cuda(cudaLaunchKernelEx(&cfg, gdn_core_kernel, p), "cudaLaunchKernelEx");
+  if (n_seqs == 1) {
+    const GdnCoreParams& one = p;
+    check_cuda(cudaLaunchKernelEx(&cfg, gdn_core_kernel<GdnCoreParams>, one), "cudaLaunchKernelEx");
+  } else {
+    check_cuda(cudaLaunchKernelEx(&cfg, gdn_core_kernel<GdnCoreSeqsParams>, p), "cudaLaunchKernelEx");
+  }
   ZINC_CUDA_LAUNCHED("gdn_core");
 }
 

@@ -81,16 +81,19 @@ struct DeltaRuleShape {
 };
 void gated_delta_rule(const DeltaRuleShape& shape, const float* q, const float* k, const float* v, const float* g,
                       const float* beta, float* state, float* y, cudaStream_t s);
-// Backend::gated_delta_net_core for n <= kGdnCoreMaxTokens in one launch (gdn_core.cu);
-// gdn_core_supported() says which shapes it takes (others run the composition).
+// Backend::gated_delta_net_core for n <= kGdnCoreMaxTokens tokens of one sequence, or
+// one token for each of n_seqs <= kGdnCoreMaxSeqs sequences (states[i], conv_states[i]:
+// token i's), in one launch (gdn_core.cu); gdn_core_supported() says which shapes it
+// takes (others run the composition).
 inline constexpr int64_t kGdnCoreMaxTokens = 8;
+inline constexpr int kGdnCoreMaxSeqs = 16;  // the pointers ride in the kernel's parameters
 struct GdnCoreShape {
   int64_t n_tokens, n_heads, n_k_heads, dk, dv, conv_kernel;
 };
 bool gdn_core_supported(const GdnCoreShape& shape);
-void gdn_core(const GdnCoreShape& shape, const float* qkv, const float* conv_w, float* conv_state, const float* a,
-              const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* state, const float* z,
-              const float* norm_w, float norm_eps, float* y, cudaStream_t s);
+void gdn_core(const GdnCoreShape& shape, const float* qkv, const float* conv_w, float* const* conv_states, const float* a,
+              const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* const* states, int n_seqs,
+              const float* z, const float* norm_w, float norm_eps, float* y, cudaStream_t s);
 // The chunked form for prefill (kDeltaRuleChunkedMinTokens tokens and up, dk and dv
 // of 64 or 128); `scratch` holds delta_rule_chunked_scratch_floats() floats.
 inline constexpr int64_t kDeltaRuleChunkedMinTokens = 16;

@@ -45,8 +45,8 @@ TEST_P(GdnCore, EqualsTheComposition) {
     const Tensor qkv = tensor({C, n}, 1, 0), a = tensor({H, n}, 1, 0), b = tensor({H, n}, 1, 0);
     const Tensor z = tensor({dv, H, n}, 1, 0);
     const Tensor y_fused = be->alloc_persistent(DType::F32, {dv, H, n});
-    be->gated_delta_net_core(qkv, conv_w, conv_fused, a, b, dt_bias, a_neg, 1e-6f, state_fused, z, norm_w, 1e-6f,
-                             y_fused);
+    be->gated_delta_net_core(qkv, conv_w, std::span(&conv_fused, 1), a, b, dt_bias, a_neg, 1e-6f,
+                             std::span(&state_fused, 1), z, norm_w, 1e-6f, y_fused);
 
     const Tensor q = be->alloc_persistent(DType::F32, {dk, Hk, n}), k = be->alloc_persistent(DType::F32, {dk, Hk, n});
     const Tensor v = be->alloc_persistent(DType::F32, {dv, H, n}), g = be->alloc_persistent(DType::F32, {H, n});
@@ -68,6 +68,57 @@ TEST_P(GdnCore, EqualsTheComposition) {
 
 // Decode lengths (the CUDA decode kernel's range), and a prefill length (chunked rule).
 INSTANTIATE_TEST_SUITE_P(Tokens, GdnCore, ::testing::Values(1, 3, 8, 20));
+
+// One token for each of several sequences (a batched decode step) equals one call per
+// sequence on its token, bit for bit: token t goes with conv_states[t] and states[t].
+TEST(GdnCoreSequences, OneTokenEachEqualsACallPerSequence) {
+  constexpr int64_t n = 5, H = 4, Hk = 2, dk = 16, dv = 8, K = 4, C = 2 * Hk * dk + H * dv;
+  auto be = make_cpu_backend(1);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto tensor = [&](std::initializer_list<int64_t> dims, float scale, float mean) {
+    Tensor t = be->alloc_persistent(DType::F32, dims);
+    std::vector<float> v(t.n_elements());
+    for (auto& e : v) e = mean + scale * nd(rng);
+    be->write(t, v.data(), t.nbytes());
+    return t;
+  };
+  auto read = [&](const Tensor& t) {
+    std::vector<float> v(t.n_elements());
+    be->read(t, v.data(), t.nbytes());
+    return v;
+  };
+  auto copy_of = [&](const Tensor& t) {
+    Tensor r = be->alloc_persistent(DType::F32, {t.ne[0], t.ne[1], t.ne[2]});
+    be->copy(t, r);
+    return r;
+  };
+  const Tensor conv_w = tensor({K, C}, 0.5f, 0), dt_bias = tensor({H}, 0.5f, -2), a_neg = tensor({H}, 0.3f, -1);
+  const Tensor norm_w = tensor({dv}, 0.1f, 1);
+  std::vector<Tensor> conv, state, conv_ref, state_ref;
+  for (int64_t i = 0; i < n; ++i) {
+    conv.push_back(tensor({C, K - 1}, 1, 0)), state.push_back(tensor({dv, dk, H}, 0.1f, 0));
+    conv_ref.push_back(copy_of(conv.back())), state_ref.push_back(copy_of(state.back()));
+  }
+  for (int step = 0; step < 2; ++step) {
+    const Tensor qkv = tensor({C, n}, 1, 0), a = tensor({H, n}, 1, 0), b = tensor({H, n}, 1, 0);
+    const Tensor z = tensor({dv, H, n}, 1, 0);
+    const Tensor y = be->alloc_persistent(DType::F32, {dv, H, n}), y_ref = be->alloc_persistent(DType::F32, {dv, H, n});
+    be->gated_delta_net_core(qkv, conv_w, conv, a, b, dt_bias, a_neg, 1e-6f, state, z, norm_w, 1e-6f, y);
+    for (int64_t t = 0; t < n; ++t) {
+      const size_t i = static_cast<size_t>(t);
+      be->gated_delta_net_core(qkv.slice(1, t, 1), conv_w, std::span(&conv_ref[i], 1), a.slice(1, t, 1),
+                               b.slice(1, t, 1), dt_bias, a_neg, 1e-6f, std::span(&state_ref[i], 1), z.slice(2, t, 1),
+                               norm_w, 1e-6f, y_ref.slice(2, t, 1));
+    }
+    EXPECT_EQ(read(y), read(y_ref)) << "step " << step;
+  }
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    EXPECT_EQ(read(state[i]), read(state_ref[i])) << "sequence " << i;
+    EXPECT_EQ(read(conv[i]), read(conv_ref[i])) << "sequence " << i;
+  }
+  EXPECT_NE(read(state[0]), read(state[1]));  // the sequences' states are their own
+}
 
 }  // namespace
 }  // namespace zinc
