@@ -528,27 +528,6 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void gdn_core_one(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
-                    const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& state,
-                    const Tensor& z, const Tensor& norm_w, float norm_eps, const Tensor& y) {
-    const int64_t n = qkv.rows(), dv = y.ne[0], H = y.ne[1], dk = state.ne[1];
-    const int64_t Hk = dk > 0 ? (qkv.ne[0] - H * dv) / (2 * dk) : 0;
-    check(Hk > 0 && qkv.ne[0] == 2 * Hk * dk + H * dv && y.ne[2] == n && state.ne[0] == dv && state.ne[2] == H,
-          "gated_delta_net_core", "qkv/state/y shape");
-    std::vector<float> buf((2 * Hk * dk + H * dv + 2 * H) * n);
-    float* p = buf.data();
-    auto take = [&p](std::initializer_list<int64_t> dims) {
-      Tensor t = Tensor::make(DType::F32, dims, p);
-      p += t.n_elements();
-      return t;
-    };
-    const Tensor q = take({dk, Hk, n}), k = take({dk, Hk, n}), v = take({dv, H, n}), g = take({H, n}),
-                 beta = take({H, n});
-    gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps, q, k, v, g, beta);
-    gated_delta_rule(q, k, v, g, beta, state, y);
-    rms_norm_gated(y, norm_w, z, norm_eps, y);
-  }
-
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
                          const Tensor& y) override {
     const int64_t ff = g.ne[0], n = g.rows(), d = down.rows();
@@ -575,6 +554,28 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // gated_delta_net_core for one sequence's tokens: the composition backend.h defines.
+  void gdn_core_one(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
+                    const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& state,
+                    const Tensor& z, const Tensor& norm_w, float norm_eps, const Tensor& y) {
+    const int64_t n = qkv.rows(), dv = y.ne[0], H = y.ne[1], dk = state.ne[1];
+    const int64_t Hk = dk > 0 ? (qkv.ne[0] - H * dv) / (2 * dk) : 0;
+    check(Hk > 0 && qkv.ne[0] == 2 * Hk * dk + H * dv && y.ne[2] == n && state.ne[0] == dv && state.ne[2] == H,
+          "gated_delta_net_core", "qkv/state/y shape");
+    std::vector<float> buf((2 * Hk * dk + H * dv + 2 * H) * n);
+    float* p = buf.data();
+    auto take = [&p](std::initializer_list<int64_t> dims) {
+      Tensor t = Tensor::make(DType::F32, dims, p);
+      p += t.n_elements();
+      return t;
+    };
+    const Tensor q = take({dk, Hk, n}), k = take({dk, Hk, n}), v = take({dv, H, n}), g = take({H, n}),
+                 beta = take({H, n});
+    gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps, q, k, v, g, beta);
+    gated_delta_rule(q, k, v, g, beta, state, y);
+    rms_norm_gated(y, norm_w, z, norm_eps, y);
+  }
+
   cpu::ThreadPool pool_;
   Arena arena_;
   std::vector<Buffer> persistent_;

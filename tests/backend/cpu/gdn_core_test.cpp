@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -13,37 +14,44 @@
 namespace zinc {
 namespace {
 
-class GdnCore : public ::testing::TestWithParam<int64_t> {};
-
-TEST_P(GdnCore, EqualsTheComposition) {
-  const int64_t n = GetParam(), H = 4, Hk = 2, dk = 16, dv = 8, K = 4, C = 2 * Hk * dk + H * dv;
-  auto be = make_cpu_backend(1);
-  std::mt19937 rng(7 + static_cast<uint32_t>(n));
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto tensor = [&](std::initializer_list<int64_t> dims, float scale, float mean) {
+// Random tensors on a one-thread CPU backend, their copies and their values.
+struct Tensors {
+  explicit Tensors(uint32_t seed) : be(make_cpu_backend(1)), rng(seed) {}
+  Tensor tensor(std::initializer_list<int64_t> dims, float scale, float mean) {
     Tensor t = be->alloc_persistent(DType::F32, dims);
     std::vector<float> v(t.n_elements());
     for (auto& e : v) e = mean + scale * nd(rng);
     be->write(t, v.data(), t.nbytes());
     return t;
-  };
-  auto copy_of = [&](const Tensor& t) {
+  }
+  Tensor copy_of(const Tensor& t) {
     Tensor r = be->alloc_persistent(DType::F32, {t.ne[0], t.ne[1], t.ne[2]});
     be->copy(t, r);
     return r;
-  };
-  auto read = [&](const Tensor& t) {
+  }
+  std::vector<float> read(const Tensor& t) {
     std::vector<float> v(t.n_elements());
     be->read(t, v.data(), t.nbytes());
     return v;
-  };
-  const Tensor conv_w = tensor({K, C}, 0.5f, 0), dt_bias = tensor({H}, 0.5f, -2), a_neg = tensor({H}, 0.3f, -1);
-  const Tensor norm_w = tensor({dv}, 0.1f, 1);
-  const Tensor conv_fused = tensor({C, K - 1}, 1, 0), state_fused = tensor({dv, dk, H}, 0.1f, 0);
-  const Tensor conv_ref = copy_of(conv_fused), state_ref = copy_of(state_fused);
+  }
+  std::unique_ptr<Backend> be;
+  std::mt19937 rng;
+  std::normal_distribution<float> nd{0.0f, 1.0f};
+};
+
+class GdnCore : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(GdnCore, EqualsTheComposition) {
+  const int64_t n = GetParam(), H = 4, Hk = 2, dk = 16, dv = 8, K = 4, C = 2 * Hk * dk + H * dv;
+  Tensors ts(7 + static_cast<uint32_t>(n));
+  Backend* be = ts.be.get();
+  const Tensor conv_w = ts.tensor({K, C}, 0.5f, 0), dt_bias = ts.tensor({H}, 0.5f, -2), a_neg = ts.tensor({H}, 0.3f, -1);
+  const Tensor norm_w = ts.tensor({dv}, 0.1f, 1);
+  const Tensor conv_fused = ts.tensor({C, K - 1}, 1, 0), state_fused = ts.tensor({dv, dk, H}, 0.1f, 0);
+  const Tensor conv_ref = ts.copy_of(conv_fused), state_ref = ts.copy_of(state_fused);
   for (int step = 0; step < 3; ++step) {
-    const Tensor qkv = tensor({C, n}, 1, 0), a = tensor({H, n}, 1, 0), b = tensor({H, n}, 1, 0);
-    const Tensor z = tensor({dv, H, n}, 1, 0);
+    const Tensor qkv = ts.tensor({C, n}, 1, 0), a = ts.tensor({H, n}, 1, 0), b = ts.tensor({H, n}, 1, 0);
+    const Tensor z = ts.tensor({dv, H, n}, 1, 0);
     const Tensor y_fused = be->alloc_persistent(DType::F32, {dv, H, n});
     be->gated_delta_net_core(qkv, conv_w, std::span(&conv_fused, 1), a, b, dt_bias, a_neg, 1e-6f,
                              std::span(&state_fused, 1), z, norm_w, 1e-6f, y_fused);
@@ -55,13 +63,13 @@ TEST_P(GdnCore, EqualsTheComposition) {
     be->gated_delta_rule(q, k, v, g, beta, state_ref, y_ref);
     be->rms_norm_gated(y_ref, norm_w, z, 1e-6f, y_ref);
 
-    const auto yf = read(y_fused), yr = read(y_ref);
+    const auto yf = ts.read(y_fused), yr = ts.read(y_ref);
     EXPECT_EQ(std::memcmp(yf.data(), yr.data(), yf.size() * sizeof(float)), 0) << "step " << step;
     double mag = 0;
     for (float e : yf) mag += std::abs(e);
     EXPECT_GT(mag / yf.size(), 1e-2);  // not trivially zero
   }
-  const auto sf = read(state_fused), sr = read(state_ref), cf = read(conv_fused), cr = read(conv_ref);
+  const auto sf = ts.read(state_fused), sr = ts.read(state_ref), cf = ts.read(conv_fused), cr = ts.read(conv_ref);
   EXPECT_EQ(std::memcmp(sf.data(), sr.data(), sf.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(cf.data(), cr.data(), cf.size() * sizeof(float)), 0);
 }
@@ -73,36 +81,18 @@ INSTANTIATE_TEST_SUITE_P(Tokens, GdnCore, ::testing::Values(1, 3, 8, 20));
 // sequence on its token, bit for bit: token t goes with conv_states[t] and states[t].
 TEST(GdnCoreSequences, OneTokenEachEqualsACallPerSequence) {
   constexpr int64_t n = 5, H = 4, Hk = 2, dk = 16, dv = 8, K = 4, C = 2 * Hk * dk + H * dv;
-  auto be = make_cpu_backend(1);
-  std::mt19937 rng(3);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto tensor = [&](std::initializer_list<int64_t> dims, float scale, float mean) {
-    Tensor t = be->alloc_persistent(DType::F32, dims);
-    std::vector<float> v(t.n_elements());
-    for (auto& e : v) e = mean + scale * nd(rng);
-    be->write(t, v.data(), t.nbytes());
-    return t;
-  };
-  auto read = [&](const Tensor& t) {
-    std::vector<float> v(t.n_elements());
-    be->read(t, v.data(), t.nbytes());
-    return v;
-  };
-  auto copy_of = [&](const Tensor& t) {
-    Tensor r = be->alloc_persistent(DType::F32, {t.ne[0], t.ne[1], t.ne[2]});
-    be->copy(t, r);
-    return r;
-  };
-  const Tensor conv_w = tensor({K, C}, 0.5f, 0), dt_bias = tensor({H}, 0.5f, -2), a_neg = tensor({H}, 0.3f, -1);
-  const Tensor norm_w = tensor({dv}, 0.1f, 1);
+  Tensors ts(3);
+  Backend* be = ts.be.get();
+  const Tensor conv_w = ts.tensor({K, C}, 0.5f, 0), dt_bias = ts.tensor({H}, 0.5f, -2), a_neg = ts.tensor({H}, 0.3f, -1);
+  const Tensor norm_w = ts.tensor({dv}, 0.1f, 1);
   std::vector<Tensor> conv, state, conv_ref, state_ref;
   for (int64_t i = 0; i < n; ++i) {
-    conv.push_back(tensor({C, K - 1}, 1, 0)), state.push_back(tensor({dv, dk, H}, 0.1f, 0));
-    conv_ref.push_back(copy_of(conv.back())), state_ref.push_back(copy_of(state.back()));
+    conv.push_back(ts.tensor({C, K - 1}, 1, 0)), state.push_back(ts.tensor({dv, dk, H}, 0.1f, 0));
+    conv_ref.push_back(ts.copy_of(conv.back())), state_ref.push_back(ts.copy_of(state.back()));
   }
   for (int step = 0; step < 2; ++step) {
-    const Tensor qkv = tensor({C, n}, 1, 0), a = tensor({H, n}, 1, 0), b = tensor({H, n}, 1, 0);
-    const Tensor z = tensor({dv, H, n}, 1, 0);
+    const Tensor qkv = ts.tensor({C, n}, 1, 0), a = ts.tensor({H, n}, 1, 0), b = ts.tensor({H, n}, 1, 0);
+    const Tensor z = ts.tensor({dv, H, n}, 1, 0);
     const Tensor y = be->alloc_persistent(DType::F32, {dv, H, n}), y_ref = be->alloc_persistent(DType::F32, {dv, H, n});
     be->gated_delta_net_core(qkv, conv_w, conv, a, b, dt_bias, a_neg, 1e-6f, state, z, norm_w, 1e-6f, y);
     for (int64_t t = 0; t < n; ++t) {
@@ -111,13 +101,13 @@ TEST(GdnCoreSequences, OneTokenEachEqualsACallPerSequence) {
                                b.slice(1, t, 1), dt_bias, a_neg, 1e-6f, std::span(&state_ref[i], 1), z.slice(2, t, 1),
                                norm_w, 1e-6f, y_ref.slice(2, t, 1));
     }
-    EXPECT_EQ(read(y), read(y_ref)) << "step " << step;
+    EXPECT_EQ(ts.read(y), ts.read(y_ref)) << "step " << step;
   }
   for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
-    EXPECT_EQ(read(state[i]), read(state_ref[i])) << "sequence " << i;
-    EXPECT_EQ(read(conv[i]), read(conv_ref[i])) << "sequence " << i;
+    EXPECT_EQ(ts.read(state[i]), ts.read(state_ref[i])) << "sequence " << i;
+    EXPECT_EQ(ts.read(conv[i]), ts.read(conv_ref[i])) << "sequence " << i;
   }
-  EXPECT_NE(read(state[0]), read(state[1]));  // the sequences' states are their own
+  EXPECT_NE(ts.read(state[0]), ts.read(state[1]));  // the sequences' states are their own
 }
 
 }  // namespace
