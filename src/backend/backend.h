@@ -103,9 +103,10 @@ class Backend {
                         const Tensor& pos) = 0;
   // Causal GQA attention over the F16 caches, in f32: query i {D, Hq} attends to
   // cache rows 0..pos[i] (which already hold those positions); y {D, Hq, n}. Query
-  // head h reads KV head h / (Hq / Hkv).
-  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
-                         float scale, const Tensor& y) = 0;
+  // head h reads KV head h / (Hq / Hkv). One sequence's caches for all n queries, or
+  // one sequence per query (query i with k_caches[i] and v_caches[i], as n calls).
+  virtual void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
+                         const Tensor& pos, float scale, const Tensor& y) = 0;
 
   // Router: p = softmax(logits {E, n}); the k largest per token into ids (I32 {k, n})
   // and weights ({k, n}), renormalised to sum 1 when `renormalize`.
@@ -144,15 +145,16 @@ class Backend {
   // both {D, Hq, n}. Without (gate null): qp {D, Hq, n} is the query (q may alias it).
   // Then q = rms_norm(q, q_norm, eps) and k' = rms_norm(k, k_norm, eps) (each skipped
   // when its weight is null), rope(q, pos, rope), rope(k', pos, rope), and
-  // kv_store(k', v, k_cache, v_cache, pos). k and v {D, Hkv, n} are only read.
+  // kv_store(k', v, k_cache, v_cache, pos). k and v {D, Hkv, n} are only read. The
+  // caches as attention's: one sequence's, or one sequence per token.
   virtual void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
                                  const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope,
-                                 const Tensor& q, const Tensor* gate, const Tensor& k_cache,
-                                 const Tensor& v_cache) = 0;
-  // y = attention(q, k_cache, v_cache, pos, scale), then y = mul_sigmoid(y, gate)
+                                 const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
+                                 std::span<const Tensor> v_caches) = 0;
+  // y = attention(q, k_caches, v_caches, pos, scale), then y = mul_sigmoid(y, gate)
   // with gate {D, Hq, n}: the output gate of gated attention.
-  virtual void attention_gated(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
-                               float scale, const Tensor& gate, const Tensor& y) = 0;
+  virtual void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
+                               const Tensor& pos, float scale, const Tensor& gate, const Tensor& y) = 0;
   // The Gated DeltaNet core, between the input and the output projections:
   // gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps) into q, k, v, g,
   // beta; gated_delta_rule(q, k, v, g, beta, state, y); rms_norm_gated(y, norm_w, z,

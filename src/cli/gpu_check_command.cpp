@@ -233,9 +233,11 @@ void check_fused_ops(Checker& c) {
       const RopeParams cr{n_rot, 1e7f, flagship, 1.0f, flagship ? nullptr : &ff.cpu};
       const RopeParams gr{n_rot, 1e7f, flagship, 1.0f, flagship ? nullptr : &ff.gpu};
       c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, flagship ? &qw.cpu : nullptr, flagship ? &kw.cpu : nullptr,
-                                1e-6f, pos.cpu, cr, q.cpu, flagship ? &gate.cpu : nullptr, kc.cpu, vc.cpu);
+                                1e-6f, pos.cpu, cr, q.cpu, flagship ? &gate.cpu : nullptr, std::span(&kc.cpu, 1),
+                                std::span(&vc.cpu, 1));
       c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, flagship ? &qw.gpu : nullptr, flagship ? &kw.gpu : nullptr,
-                                1e-6f, pos.gpu, gr, q.gpu, flagship ? &gate.gpu : nullptr, kc.gpu, vc.gpu);
+                                1e-6f, pos.gpu, gr, q.gpu, flagship ? &gate.gpu : nullptr, std::span(&kc.gpu, 1),
+                                std::span(&vc.gpu, 1));
       const std::string what = std::string("attention_prepare ") + (flagship ? "gated D=256" : "D=64") + sn;
       c.report(what + " q", c.rel_err(q), kTol);
       if (flagship) c.report(what + " gate", c.mismatches_bytes(gate), 0);
@@ -480,13 +482,13 @@ void check_attention_prefill(Checker& c) {
     c.report("kv_store " + name, c.mismatches_bytes(kc) + c.mismatches_bytes(vc), 0);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     const double tol = n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4;
-    c.cpu().attention(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, y.cpu);
-    c.gpu().attention(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, y.gpu);
+    c.cpu().attention(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, y.cpu);
+    c.gpu().attention(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, y.gpu);
     c.report("attention " + name, c.rel_err(y), tol);
     auto gate = c.f32({D, Hq, n}, c.randn(D * Hq * n));
     y = c.out({D, Hq, n});
-    c.cpu().attention_gated(q.cpu, kc.cpu, vc.cpu, pos.cpu, scale, gate.cpu, y.cpu);
-    c.gpu().attention_gated(q.gpu, kc.gpu, vc.gpu, pos.gpu, scale, gate.gpu, y.gpu);
+    c.cpu().attention_gated(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, gate.cpu, y.cpu);
+    c.gpu().attention_gated(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, gate.gpu, y.gpu);
     c.report("attention_gated " + name, c.rel_err(y), tol);
   };
   for (const Case cs : {Case{256, 16, 2}, Case{128, 4, 4}, Case{64, 16, 2}, Case{128, 6, 2}, Case{32, 8, 2}})
@@ -498,6 +500,55 @@ void check_attention_prefill(Checker& c) {
     run(cs, 40000, 1, 40020);
     run(cs, 40000, 3, 40020);
   }
+
+  // One token for each of several sequences (a batched decode step): each its own
+  // caches at its own position (shallow and deep ones mixed; 20 sequences take two
+  // launches), attention_prepare (the flagship's gated form) then attention_gated,
+  // and the plain attention of an ungated model.
+  for (const Case cs : {Case{256, 16, 2}, Case{128, 6, 2}})
+    for (int64_t n : {2, 8, 20}) {
+      const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv, n_ctx = 4100;
+      const bool gated = D == 256;
+      std::vector<Checker::Both> kcs, vcs;
+      std::vector<Tensor> kc_cpu, vc_cpu, kc_gpu, vc_gpu;
+      std::vector<int32_t> positions(n);
+      for (int64_t i = 0; i < n; ++i) {
+        positions[i] = static_cast<int32_t>(i % 3 == 2 ? 4000 + i : 37 * i);
+        kcs.push_back(c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)));
+        vcs.push_back(c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)));
+        kc_cpu.push_back(kcs.back().cpu), vc_cpu.push_back(vcs.back().cpu);
+        kc_gpu.push_back(kcs.back().gpu), vc_gpu.push_back(vcs.back().gpu);
+      }
+      auto pos = c.i32({n}, positions);
+      auto qp = c.f32({(gated ? 2 : 1) * D, Hq, n}, c.randn((gated ? 2 : 1) * D * Hq * n, 2.0f));
+      auto k = c.f32({D, Hkv, n}, c.randn(D * Hkv * n, 2.0f)), v = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
+      auto qw = c.f32({D}, c.randn(D, 0.1f, 1.0f)), kw = c.f32({D}, c.randn(D, 0.1f, 1.0f));
+      auto q = c.out({D, Hq, n}), gate = c.out({D, Hq, n}), y = c.out({D, Hq, n});
+      const RopeParams rope{64, 1e7f, true, 1.0f, nullptr};
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, &qw.cpu, &kw.cpu, 1e-6f, pos.cpu, rope, q.cpu,
+                                gated ? &gate.cpu : nullptr, kc_cpu, vc_cpu);
+      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, &qw.gpu, &kw.gpu, 1e-6f, pos.gpu, rope, q.gpu,
+                                gated ? &gate.gpu : nullptr, kc_gpu, vc_gpu);
+      double caches = 0;
+      for (int64_t i = 0; i < n; ++i) caches = std::max({caches, c.rel_err(kcs[i]), c.rel_err(vcs[i])});
+      const std::string name = "D=" + std::to_string(D) + " " + std::to_string(n) + " sequences";
+      c.report("attention_prepare " + name + " q, caches", std::max(c.rel_err(q), caches), 1e-3);
+      // Both backends attend over the same (CPU) caches and queries.
+      for (int64_t i = 0; i < n; ++i) {
+        c.gpu().write(kc_gpu[i], kc_cpu[i].data, kc_cpu[i].nbytes());
+        c.gpu().write(vc_gpu[i], vc_cpu[i].data, vc_cpu[i].nbytes());
+      }
+      c.gpu().write(q.gpu, q.cpu.data, q.cpu.nbytes());
+      if (gated) {
+        c.cpu().attention_gated(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, gate.cpu, y.cpu);
+        c.gpu().attention_gated(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, gate.gpu, y.gpu);
+      } else {
+        c.cpu().attention(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, y.cpu);
+        c.gpu().attention(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, y.gpu);
+      }
+      c.report(std::string(gated ? "attention_gated " : "attention ") + name, c.rel_err(y), 1e-4);
+    }
 }
 
 // gated_delta_net_core against the CPU composition: the one-launch decode kernel

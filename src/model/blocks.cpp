@@ -18,6 +18,13 @@ Tensor slice_tokens(const Tensor& t, const BatchSequence& s, int dim) {
   r.data = static_cast<char*>(t.data) + row_bytes(t.type, s.offset);
   return r;
 }
+// A decode step of several sequences: sequence i holds token i of the batch.
+bool one_token_each(const Batch& batch) {
+  bool each = batch.seqs.size() > 1;
+  for (size_t i = 0; i < batch.seqs.size(); ++i)
+    each = each && batch.seqs[i].count == 1 && batch.seqs[i].offset == static_cast<int64_t>(i);
+  return each;
+}
 }  // namespace
 
 Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
@@ -128,15 +135,29 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
   const Tensor* k_norm = w.k_norm.empty() ? nullptr : &w.k_norm;
   Tensor o = be.scratch(DType::F32, {D, Hq, n});
   const float scale = opt.scale > 0 ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  for (const BatchSequence& s : batch.seqs) {
-    const LayerState& state = s.seq->layers[layer];
-    const Tensor ps = slice_tokens(batch.pos, s, 0), qs = slice_tokens(q, s, 2), os = slice_tokens(o, s, 2);
-    const Tensor gs = opt.output_gate ? slice_tokens(gate, s, 2) : Tensor{};
-    be.attention_prepare(slice_tokens(qp, s, 2), slice_tokens(k, s, 2), slice_tokens(v, s, 2), q_norm, k_norm,
-                         opt.norm_eps, ps, opt.rope, qs, opt.output_gate ? &gs : nullptr, state.k_cache,
-                         state.v_cache);
-    if (opt.output_gate) be.attention_gated(qs, state.k_cache, state.v_cache, ps, scale, gs, os);
-    else be.attention(qs, state.k_cache, state.v_cache, ps, scale, os);
+  // The caches of each sequence's tokens: one call for a decode step of several
+  // sequences (one token each), else a call per sequence.
+  const auto run = [&](const Tensor& qp_s, const Tensor& k_s, const Tensor& v_s, const Tensor& ps, const Tensor& qs,
+                       const Tensor& gs, const Tensor& os, std::span<const Tensor> kc, std::span<const Tensor> vc) {
+    be.attention_prepare(qp_s, k_s, v_s, q_norm, k_norm, opt.norm_eps, ps, opt.rope, qs,
+                         opt.output_gate ? &gs : nullptr, kc, vc);
+    if (opt.output_gate) be.attention_gated(qs, kc, vc, ps, scale, gs, os);
+    else be.attention(qs, kc, vc, ps, scale, os);
+  };
+  if (one_token_each(batch)) {
+    std::vector<Tensor> kc, vc;
+    for (const BatchSequence& s : batch.seqs) {
+      kc.push_back(s.seq->layers[layer].k_cache);
+      vc.push_back(s.seq->layers[layer].v_cache);
+    }
+    run(qp, k, v, batch.pos, q, gate, o, kc, vc);
+  } else {
+    for (const BatchSequence& s : batch.seqs) {
+      const LayerState& state = s.seq->layers[layer];
+      run(slice_tokens(qp, s, 2), slice_tokens(k, s, 2), slice_tokens(v, s, 2), slice_tokens(batch.pos, s, 0),
+          slice_tokens(q, s, 2), opt.output_gate ? slice_tokens(gate, s, 2) : Tensor{}, slice_tokens(o, s, 2),
+          std::span(&state.k_cache, 1), std::span(&state.v_cache, 1));
+    }
   }
   return linear(be, w.o, o.reshape({D * Hq, n}));
 }
@@ -149,10 +170,7 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
   const Tensor &qkv = proj[0], &a = proj[2], &b = proj[3];
   const Tensor z = proj[1].reshape({dv, H, n});
   Tensor y = be.scratch(DType::F32, {dv, H, n});
-  bool one_token_each = batch.seqs.size() > 1;  // sequence i holds token i
-  for (size_t i = 0; i < batch.seqs.size(); ++i)
-    one_token_each = one_token_each && batch.seqs[i].count == 1 && batch.seqs[i].offset == static_cast<int64_t>(i);
-  if (one_token_each) {  // a decode step of several sequences: one call
+  if (one_token_each(batch)) {  // a decode step of several sequences: one call
     std::vector<Tensor> conv, delta;
     for (const BatchSequence& s : batch.seqs) {
       conv.push_back(s.seq->layers[layer].conv);

@@ -322,49 +322,14 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
-                 const Tensor& y) override {
-    const int64_t D = q.ne[0], Hq = q.ne[1], n = q.ne[2], Hkv = k_cache.ne[1];
-    check(k_cache.ne[0] == D && Hq % Hkv == 0 && pos.ne[0] == n, "attention", "shape");
-    check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention", "the caches are F16");
-    const int64_t group = Hq / Hkv, row = Hkv * D;
-    int64_t rows = 0;  // cache rows any query sees
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t len = pos.as<const int32_t>()[t] + 1;
-      check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
-      rows = std::max(rows, len);
+  void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
+                 const Tensor& pos, float scale, const Tensor& y) override {
+    check_caches(k_caches, v_caches, q.ne[2], "attention");
+    if (k_caches.size() == 1) return attention_one(q, k_caches[0], v_caches[0], pos, scale, y);
+    for (int64_t t = 0; t < q.ne[2]; ++t) {
+      const size_t i = static_cast<size_t>(t);
+      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], element(pos, t), scale, y.slice(2, t, 1));
     }
-    // Those rows widened to f32 once, rather than once per query head.
-    std::vector<float> kf(rows * row), vf(rows * row);
-    pool_.parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t i = r0 * row; i < r1 * row; ++i) {
-        kf[i] = half_bits_to_float(k_cache.as<const uint16_t>()[i]);
-        vf[i] = half_bits_to_float(v_cache.as<const uint16_t>()[i]);
-      }
-    });
-    pool_.parallel_for(n * Hq, 1, [&](int64_t i0, int64_t i1, int) {
-      std::vector<double> p;
-      std::vector<double> acc(D);
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t = i / Hq, h = i % Hq, kvh = h / group, len = pos.as<const int32_t>()[t] + 1;
-        const float* qh = q.as<const float>() + i * D;
-        p.resize(len);
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t s = 0; s < len; ++s) {
-          p[s] = dot(qh, kf.data() + s * row + kvh * D, D) * scale;
-          mx = std::max(mx, p[s]);
-        }
-        double sum = 0;
-        for (auto& e : p) sum += (e = std::exp(e - mx));
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* vs = vf.data() + s * row + kvh * D;
-          for (int64_t j = 0; j < D; ++j) acc[j] += p[s] * vs[j];
-        }
-        float* yh = y.as<float>() + i * D;
-        for (int64_t j = 0; j < D; ++j) yh[j] = static_cast<float>(acc[j] / sum);
-      }
-    });
   }
 
   void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
@@ -483,32 +448,25 @@ class CpuBackend final : public Backend {
 
   void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
                          const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope_params,
-                         const Tensor& q, const Tensor* gate, const Tensor& k_cache, const Tensor& v_cache) override {
-    const int64_t D = q.ne[0], rows = q.ne[1] * q.ne[2];
-    check(qp.n_elements() == (gate ? 2 : 1) * q.n_elements() && k.ne[0] == D && v.n_elements() == k.n_elements(),
-          "attention_prepare", "shape");
-    if (gate) {
-      check(gate->n_elements() == q.n_elements(), "attention_prepare", "gate shape");
-      const Tensor both = qp.reshape({2 * D, rows});
-      slice_cols(both, 0, D, q.reshape({D, rows}));
-      slice_cols(both, D, D, gate->reshape({D, rows}));
-    } else if (q.data != qp.data) {
-      copy(qp, q);
+                         const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
+                         std::span<const Tensor> v_caches) override {
+    check_caches(k_caches, v_caches, q.ne[2], "attention_prepare");
+    if (k_caches.size() == 1)
+      return attention_prepare_one(qp, k, v, q_norm, k_norm, eps, pos, rope_params, q, gate, k_caches[0],
+                                   v_caches[0]);
+    for (int64_t t = 0; t < q.ne[2]; ++t) {
+      const size_t i = static_cast<size_t>(t);
+      const Tensor gate_t = gate ? gate->slice(2, t, 1) : Tensor{};
+      attention_prepare_one(qp.slice(2, t, 1), k.slice(2, t, 1), v.slice(2, t, 1), q_norm, k_norm, eps,
+                            element(pos, t), rope_params, q.slice(2, t, 1), gate ? &gate_t : nullptr, k_caches[i],
+                            v_caches[i]);
     }
-    std::vector<float> k_roped(k.n_elements());
-    const Tensor kr = Tensor::make(DType::F32, {k.ne[0], k.ne[1], k.ne[2]}, k_roped.data());
-    copy(k, kr);
-    if (q_norm) rms_norm(q, q_norm, eps, q);
-    if (k_norm) rms_norm(kr, k_norm, eps, kr);
-    rope(q, pos, rope_params);
-    rope(kr, pos, rope_params);
-    kv_store(kr, v, k_cache, v_cache, pos);
   }
 
-  void attention_gated(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
-                       const Tensor& gate, const Tensor& y) override {
+  void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
+                       const Tensor& pos, float scale, const Tensor& gate, const Tensor& y) override {
     check(gate.n_elements() == y.n_elements(), "attention_gated", "gate shape");
-    attention(q, k_cache, v_cache, pos, scale, y);
+    attention(q, k_caches, v_caches, pos, scale, y);
     mul_sigmoid(y, gate, y);
   }
 
@@ -554,6 +512,91 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // One sequence's caches, or one per token.
+  static void check_caches(std::span<const Tensor> k_caches, std::span<const Tensor> v_caches, int64_t n,
+                           const char* op) {
+    check(!k_caches.empty() && v_caches.size() == k_caches.size() &&
+              (k_caches.size() == 1 || static_cast<int64_t>(k_caches.size()) == n),
+          op, "one sequence's caches, or one per token");
+  }
+  // Element t of a vector (positions), as a vector of one.
+  static Tensor element(const Tensor& v, int64_t t) {
+    Tensor r = v;
+    r.ne[0] = 1;
+    r.data = static_cast<char*>(v.data) + row_bytes(v.type, t);
+    return r;
+  }
+  // attention for one sequence's queries.
+  void attention_one(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
+                     const Tensor& y) {
+    const int64_t D = q.ne[0], Hq = q.ne[1], n = q.ne[2], Hkv = k_cache.ne[1];
+    check(k_cache.ne[0] == D && Hq % Hkv == 0 && pos.ne[0] == n, "attention", "shape");
+    check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention", "the caches are F16");
+    const int64_t group = Hq / Hkv, row = Hkv * D;
+    int64_t rows = 0;  // cache rows any query sees
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t len = pos.as<const int32_t>()[t] + 1;
+      check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
+      rows = std::max(rows, len);
+    }
+    // Those rows widened to f32 once, rather than once per query head.
+    std::vector<float> kf(rows * row), vf(rows * row);
+    pool_.parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t i = r0 * row; i < r1 * row; ++i) {
+        kf[i] = half_bits_to_float(k_cache.as<const uint16_t>()[i]);
+        vf[i] = half_bits_to_float(v_cache.as<const uint16_t>()[i]);
+      }
+    });
+    pool_.parallel_for(n * Hq, 1, [&](int64_t i0, int64_t i1, int) {
+      std::vector<double> p;
+      std::vector<double> acc(D);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / Hq, h = i % Hq, kvh = h / group, len = pos.as<const int32_t>()[t] + 1;
+        const float* qh = q.as<const float>() + i * D;
+        p.resize(len);
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t s = 0; s < len; ++s) {
+          p[s] = dot(qh, kf.data() + s * row + kvh * D, D) * scale;
+          mx = std::max(mx, p[s]);
+        }
+        double sum = 0;
+        for (auto& e : p) sum += (e = std::exp(e - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t s = 0; s < len; ++s) {
+          const float* vs = vf.data() + s * row + kvh * D;
+          for (int64_t j = 0; j < D; ++j) acc[j] += p[s] * vs[j];
+        }
+        float* yh = y.as<float>() + i * D;
+        for (int64_t j = 0; j < D; ++j) yh[j] = static_cast<float>(acc[j] / sum);
+      }
+    });
+  }
+
+  // attention_prepare for one sequence's tokens.
+  void attention_prepare_one(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
+                             const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope_params,
+                             const Tensor& q, const Tensor* gate, const Tensor& k_cache, const Tensor& v_cache) {
+    const int64_t D = q.ne[0], rows = q.ne[1] * q.ne[2];
+    check(qp.n_elements() == (gate ? 2 : 1) * q.n_elements() && k.ne[0] == D && v.n_elements() == k.n_elements(),
+          "attention_prepare", "shape");
+    if (gate) {
+      check(gate->n_elements() == q.n_elements(), "attention_prepare", "gate shape");
+      const Tensor both = qp.reshape({2 * D, rows});
+      slice_cols(both, 0, D, q.reshape({D, rows}));
+      slice_cols(both, D, D, gate->reshape({D, rows}));
+    } else if (q.data != qp.data) {
+      copy(qp, q);
+    }
+    std::vector<float> k_roped(k.n_elements());
+    const Tensor kr = Tensor::make(DType::F32, {k.ne[0], k.ne[1], k.ne[2]}, k_roped.data());
+    copy(k, kr);
+    if (q_norm) rms_norm(q, q_norm, eps, q);
+    if (k_norm) rms_norm(kr, k_norm, eps, kr);
+    rope(q, pos, rope_params);
+    rope(kr, pos, rope_params);
+    kv_store(kr, v, k_cache, v_cache, pos);
+  }
+
   // gated_delta_net_core for one sequence's tokens: the composition backend.h defines.
   void gdn_core_one(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
                     const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& state,

@@ -1,5 +1,5 @@
-// Causal GQA attention over F16 KV caches for a few queries (decode), flash-decoding
-// style: the cache is cut into chunks, and one block per (chunk, KV head, token) runs
+// Causal GQA attention over F16 KV caches for a few queries (decode: one sequence's,
+// or one query for each of several sequences), flash-decoding style: the cache is cut into chunks, and one block per (chunk, KV head, token) runs
 // an online softmax for all the query heads of the KV head's group (up to
 // kMaxGroup of them) and writes a partial (max, sum, weighted V) per head; a second
 // kernel merges the partials and applies the output gate. Each K/V row is read once
@@ -53,6 +53,16 @@ struct AttentionParams {
   int D, Hq, Hkv, n, n_ctx, splits;  // splits: blocks per (KV head block, token) along the cache
   int head_blocks;  // blocks per KV head: ceil(group / kMaxGroup)
 };
+// One token for each of several sequences: token t's caches (the single-sequence
+// parameters stay as small as they were).
+struct AttentionSeqsParams : AttentionParams {
+  const __half* kcs[kAttentionMaxSeqs];
+  const __half* vcs[kAttentionMaxSeqs];
+};
+__device__ __forceinline__ const __half* k_cache_of(const AttentionParams& p, int) { return p.kc; }
+__device__ __forceinline__ const __half* v_cache_of(const AttentionParams& p, int) { return p.vc; }
+__device__ __forceinline__ const __half* k_cache_of(const AttentionSeqsParams& p, int t) { return p.kcs[t]; }
+__device__ __forceinline__ const __half* v_cache_of(const AttentionSeqsParams& p, int t) { return p.vcs[t]; }
 
 int head_blocks_for(const AttentionShape& s) {
   return static_cast<int>(ceil_div(s.n_head / s.n_head_kv, int64_t{kMaxGroup}));
@@ -97,9 +107,10 @@ __device__ __forceinline__ int chunk_of(const AttentionParams& p, int len) {
 // each through its own ring of kStages slots filled with 16-byte cp.async copies, so
 // no warp waits for another until the end. The first kStages tiles are copied before
 // the kernel waits for the previous one (attention_prepare, which writes only the
-// batch's own rows, from `fresh` on): those rows follow after the wait.
-template <int D>
-__global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const __grid_constant__ AttentionParams p) {
+// batch's own rows, from `fresh` on: a sequence's own token's row when each token is
+// a sequence of its own): those rows follow after the wait.
+template <int D, class Params>
+__global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint4 smem_raw[];
   static_assert(sizeof(SplitCombine<D>) <= sizeof(SplitSmem<D>));
   auto& sh = *reinterpret_cast<SplitSmem<D>*>(smem_raw);
@@ -107,7 +118,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   const int G = p.Hq / p.Hkv, kvh = blockIdx.y / p.head_blocks;
   const int h0 = kvh * G + blockIdx.y % p.head_blocks * kMaxGroup, heads = min(kMaxGroup, (kvh + 1) * G - h0);
   int fresh = p.pos[t];
-  for (int u = 0; u < p.n; ++u) fresh = min(fresh, p.pos[u]);
+  if constexpr (!std::is_same_v<Params, AttentionSeqsParams>)
+    for (int u = 0; u < p.n; ++u) fresh = min(fresh, p.pos[u]);
   const int len = min(p.pos[t] + 1, p.n_ctx);
   const int chunk = chunk_of(p, len), s0 = split * chunk;
   if (s0 >= len) {  // the merge reads only splits below len
@@ -118,8 +130,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, qg = lane / 4, qc = lane % 4;
   const int tiles = ((s1 - s0 + kTileKeys - 1) / kTileKeys - warp + kWarps - 1) / kWarps;  // this warp's
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
-  const __half* kc = p.kc + kvh * D;
-  const __half* vc = p.vc + kvh * D;
+  const __half* kc = k_cache_of(p, t) + kvh * D;
+  const __half* vc = v_cache_of(p, t) + kvh * D;
 
   const auto tile_base = [&](int i) { return s0 + (warp + i * kWarps) * kTileKeys; };  // first key of tile i
   // Copies the rows of the warp's tile i whose keys are in [lo, hi); rows past the
@@ -339,7 +351,10 @@ __global__ void kv_store_kernel(const float* k, const float* v, __half* kc, __ha
 
 template <int D>
 int resident_split_blocks_for() {
-  static const int blocks = resident_blocks<attention_split_kernel<D>>(32 * kWarps, sizeof(SplitSmem<D>));
+  static const int blocks = [] {
+    allow_smem<attention_split_kernel<D, AttentionSeqsParams>>(sizeof(SplitSmem<D>));
+    return resident_blocks<attention_split_kernel<D, AttentionParams>>(32 * kWarps, sizeof(SplitSmem<D>));
+  }();
   return blocks;
 }
 
@@ -380,31 +395,31 @@ size_t attention_partials_floats(const AttentionShape& s) {
   return static_cast<size_t>(splits * s.n_head * s.n_tokens * (s.head_dim + 2));
 }
 
-void attention(const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-               const int32_t* pos, float scale, const float* gate, float* partials, float* y, cudaStream_t st) {
-  const AttentionParams p{q,
-                          reinterpret_cast<const __half*>(k_cache),
-                          reinterpret_cast<const __half*>(v_cache),
-                          pos,
-                          gate,
-                          partials,
-                          y,
-                          scale,
-                          static_cast<int>(s.head_dim),
-                          static_cast<int>(s.n_head),
-                          static_cast<int>(s.n_head_kv),
-                          static_cast<int>(s.n_tokens),
-                          static_cast<int>(s.n_ctx),
-                          splits_for(s),
-                          head_blocks_for(s)};
+void attention(const AttentionShape& s, const float* q, const uint16_t* const* k_caches,
+               const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, const float* gate,
+               float* partials, float* y, cudaStream_t st) {
+  if (n_seqs < 1 || n_seqs > kAttentionMaxSeqs || (n_seqs > 1 && n_seqs != s.n_tokens))
+    throw std::invalid_argument("cuda attention: one sequence, or one token for each of at most 16");
+  AttentionSeqsParams p{};
+  p.q = q, p.pos = pos, p.gate = gate, p.partials = partials, p.y = y, p.scale = scale;
+  p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
+  p.n = static_cast<int>(s.n_tokens), p.n_ctx = static_cast<int>(s.n_ctx), p.splits = splits_for(s);
+  p.head_blocks = head_blocks_for(s);
+  p.kc = reinterpret_cast<const __half*>(k_caches[0]), p.vc = reinterpret_cast<const __half*>(v_caches[0]);
+  for (int i = 0; i < n_seqs; ++i)
+    p.kcs[i] = reinterpret_cast<const __half*>(k_caches[i]), p.vcs[i] = reinterpret_cast<const __half*>(v_caches[i]);
+  const AttentionParams& one = p;
   const dim3 grid(p.splits, p.Hkv * p.head_blocks, p.n);
   dispatch_head_dim(s.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    resident_split_blocks_for<D>();  // also allows the kernel its shared memory
-    launch_pdl_smem(attention_split_kernel<D>, grid, 32 * kWarps, sizeof(SplitSmem<D>), st, p);
+    resident_split_blocks_for<D>();  // also allows the kernels their shared memory
+    if (n_seqs == 1)
+      launch_pdl_smem(attention_split_kernel<D, AttentionParams>, grid, 32 * kWarps, sizeof(SplitSmem<D>), st, one);
+    else
+      launch_pdl_smem(attention_split_kernel<D, AttentionSeqsParams>, grid, 32 * kWarps, sizeof(SplitSmem<D>), st, p);
   });
   ZINC_CUDA_LAUNCHED("attention_split");
-  launch_pdl(attention_merge_kernel, dim3(p.Hq, p.n, ceil_div(p.D, kMergeDims)), 32 * kMergeWarps, st, p);
+  launch_pdl(attention_merge_kernel, dim3(p.Hq, p.n, ceil_div(p.D, kMergeDims)), 32 * kMergeWarps, st, one);
   ZINC_CUDA_LAUNCHED("attention_merge");
 }
 

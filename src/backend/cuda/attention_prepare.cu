@@ -30,8 +30,18 @@ struct PrepareParams {
   int D, Hq, Hkv, n_ctx, n_rot;
   bool neox;
 };
+// One token for each of several sequences: token t's caches.
+struct PrepareSeqsParams : PrepareParams {
+  __half* kcs[kAttentionMaxSeqs];
+  __half* vcs[kAttentionMaxSeqs];
+};
+__device__ __forceinline__ __half* k_cache_of(const PrepareParams& p, int) { return p.kc; }
+__device__ __forceinline__ __half* v_cache_of(const PrepareParams& p, int) { return p.vc; }
+__device__ __forceinline__ __half* k_cache_of(const PrepareSeqsParams& p, int t) { return p.kcs[t]; }
+__device__ __forceinline__ __half* v_cache_of(const PrepareSeqsParams& p, int t) { return p.vcs[t]; }
 
-__global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __grid_constant__ PrepareParams p) {
+template <class Params>
+__global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __grid_constant__ Params p) {
   pdl_begin();
   __shared__ float row[kMaxHeadDim];
   __shared__ float red[32];
@@ -76,8 +86,8 @@ __global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __gri
       if (p.gate) p.gate[head * D + d] = src[D + d];
     } else {
       const int64_t at = (static_cast<int64_t>(position) * p.Hkv + (h - p.Hq)) * D + d;
-      p.kc[at] = __float2half_rn(out);
-      p.vc[at] = __float2half_rn(p.v[head * D + d]);
+      k_cache_of(p, t)[at] = __float2half_rn(out);
+      v_cache_of(p, t)[at] = __float2half_rn(p.v[head * D + d]);
     }
   }
 }
@@ -86,30 +96,21 @@ __global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __gri
 
 void attention_prepare(const AttentionShape& s, const float* qp, const float* k, const float* v, const float* q_norm,
                        const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope, float* q, float* gate,
-                       uint16_t* k_cache, uint16_t* v_cache, cudaStream_t st) {
+                       uint16_t* const* k_caches, uint16_t* const* v_caches, int n_seqs, cudaStream_t st) {
   if (s.head_dim > kMaxHeadDim) throw std::invalid_argument("cuda attention_prepare: head_dim above 512");
-  const PrepareParams p{qp,
-                        k,
-                        v,
-                        q_norm,
-                        k_norm,
-                        pos,
-                        rope.freq_factors,
-                        q,
-                        gate,
-                        reinterpret_cast<__half*>(k_cache),
-                        reinterpret_cast<__half*>(v_cache),
-                        eps,
-                        rope.theta,
-                        rope.freq_scale,
-                        static_cast<int>(s.head_dim),
-                        static_cast<int>(s.n_head),
-                        static_cast<int>(s.n_head_kv),
-                        static_cast<int>(s.n_ctx),
-                        rope.n_rot,
-                        rope.neox};
+  if (n_seqs < 1 || n_seqs > kAttentionMaxSeqs || (n_seqs > 1 && n_seqs != s.n_tokens))
+    throw std::invalid_argument("cuda attention_prepare: one sequence, or one token for each of at most 16");
+  PrepareSeqsParams p{};
+  p.qp = qp, p.k = k, p.v = v, p.q_norm = q_norm, p.k_norm = k_norm, p.pos = pos, p.freq_factors = rope.freq_factors;
+  p.q = q, p.gate = gate, p.eps = eps, p.theta = rope.theta, p.freq_scale = rope.freq_scale;
+  p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
+  p.n_ctx = static_cast<int>(s.n_ctx), p.n_rot = rope.n_rot, p.neox = rope.neox;
+  p.kc = reinterpret_cast<__half*>(k_caches[0]), p.vc = reinterpret_cast<__half*>(v_caches[0]);
+  for (int i = 0; i < n_seqs; ++i)
+    p.kcs[i] = reinterpret_cast<__half*>(k_caches[i]), p.vcs[i] = reinterpret_cast<__half*>(v_caches[i]);
   const dim3 grid(static_cast<unsigned>(s.n_tokens), static_cast<unsigned>(s.n_head + s.n_head_kv));
-  launch_pdl(attention_prepare_kernel, grid, kThreads, st, p);
+  if (n_seqs == 1) launch_pdl(attention_prepare_kernel<PrepareParams>, grid, kThreads, st, PrepareParams(p));
+  else launch_pdl(attention_prepare_kernel<PrepareSeqsParams>, grid, kThreads, st, p);
   ZINC_CUDA_LAUNCHED("attention_prepare");
 }
 

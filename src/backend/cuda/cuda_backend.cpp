@@ -436,9 +436,9 @@ class CudaBackend final : public Backend {
                      pos.as<const int32_t>(), row, n, k_cache.ne[2], s);
     });
   }
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
-                 const Tensor& y) override {
-    enqueue_attention(OpId::Attention, q, k_cache, v_cache, pos, scale, nullptr, y);
+  void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
+                 const Tensor& pos, float scale, const Tensor& y) override {
+    enqueue_attention(OpId::Attention, q, k_caches, v_caches, pos, scale, nullptr, y);
   }
 
   void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
@@ -635,16 +635,15 @@ class CudaBackend final : public Backend {
 
   void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
                          const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rp, const Tensor& q,
-                         const Tensor* gate, const Tensor& k_cache, const Tensor& v_cache) override {
-    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k.ne[1], q.ne[2], k_cache.ne[2]};
+                         const Tensor* gate, std::span<const Tensor> k_caches,
+                         std::span<const Tensor> v_caches) override {
+    const int n_seqs = check_caches(k_caches, v_caches, q.ne[2], "attention_prepare");
+    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k.ne[1], q.ne[2], k_caches[0].ne[2]};
     check_f32(qp, "attention_prepare");
     check(qp.n_elements() == (gate ? 2 : 1) * q.n_elements() && (!gate || gate->n_elements() == q.n_elements()) &&
               k.ne[0] == sh.head_dim && k.ne[2] == sh.n_tokens && v.n_elements() == k.n_elements() &&
               pos.ne[0] == sh.n_tokens,
           "attention_prepare", "q/gate/k/v shape");
-    check(k_cache.ne[0] == sh.head_dim && k_cache.ne[1] == sh.n_head_kv && k_cache.type == DType::F16 &&
-              v_cache.type == DType::F16,
-          "attention_prepare", "the caches are F16 {D, Hkv, n_ctx}");
     for (const Tensor* w : {q_norm, k_norm})
       check(!w || (w->ne[0] == sh.head_dim && w->type == DType::F32), "attention_prepare", "norm weight shape/type");
     check(rp.n_rot % 2 == 0 && rp.n_rot <= sh.head_dim && (!rp.freq_factors || rp.freq_factors->ne[0] == rp.n_rot / 2),
@@ -654,21 +653,58 @@ class CudaBackend final : public Backend {
                               rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr};
     const float* qn = q_norm ? q_norm->as<const float>() : nullptr;
     const float* kn = k_norm ? k_norm->as<const float>() : nullptr;
-    float* g = gate ? gate->as<float>() : nullptr;
-    submit(Key(OpId::AttentionPrepare) << qp << k << v << q_norm << k_norm << eps << pos << int64_t{rp.n_rot}
-                                       << rp.theta << int64_t{rp.neox} << rp.freq_scale << rp.freq_factors << q
-                                       << gate << k_cache << v_cache,
-           [=](cudaStream_t s) {
-             cuda::attention_prepare(sh, qp.as<const float>(), k.as<const float>(), v.as<const float>(), qn, kn, eps,
-                                     pos.as<const int32_t>(), args, q.as<float>(), g, k_cache.as<uint16_t>(),
-                                     v_cache.as<uint16_t>(), s);
-           });
+    // Several sequences: launches of up to kAttentionMaxSeqs tokens, each with its own caches.
+    const int per_launch = n_seqs == 1 ? 1 : cuda::kAttentionMaxSeqs;
+    for (int first = 0; first < n_seqs; first += per_launch) {
+      const int m = std::min(per_launch, n_seqs - first);
+      const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
+      const Tensor qp_i = tok(qp, 2), k_i = tok(k, 2), v_i = tok(v, 2), q_i = tok(q, 2);
+      const Tensor pos_i = n_seqs == 1 ? pos : elements(pos, first, m);
+      const Tensor gate_i = gate ? tok(*gate, 2) : Tensor{};
+      float* g = gate ? gate_i.as<float>() : nullptr;
+      cuda::AttentionShape sh_i = sh;
+      if (n_seqs > 1) sh_i.n_tokens = m;
+      Key key(OpId::AttentionPrepare);
+      key << qp_i << k_i << v_i << q_norm << k_norm << eps << pos_i << int64_t{rp.n_rot} << rp.theta
+          << int64_t{rp.neox} << rp.freq_scale << rp.freq_factors << q_i << (gate ? &gate_i : nullptr);
+      std::vector<uint16_t*> kcs, vcs;
+      for (int i = first; i < first + m; ++i) {
+        key << k_caches[i] << v_caches[i];
+        kcs.push_back(k_caches[i].as<uint16_t>());
+        vcs.push_back(v_caches[i].as<uint16_t>());
+      }
+      submit(key, [=](cudaStream_t s) {
+        cuda::attention_prepare(sh_i, qp_i.as<const float>(), k_i.as<const float>(), v_i.as<const float>(), qn, kn,
+                                eps, pos_i.as<const int32_t>(), args, q_i.as<float>(), g, kcs.data(), vcs.data(),
+                                static_cast<int>(kcs.size()), s);
+      });
+    }
   }
 
-  void attention_gated(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
-                       const Tensor& gate, const Tensor& y) override {
+  // One sequence's caches (F16 {D, Hkv, n_ctx}), or one per token, all of one shape;
+  // returns how many.
+  int check_caches(std::span<const Tensor> k_caches, std::span<const Tensor> v_caches, int64_t n, const char* op) {
+    check(!k_caches.empty() && v_caches.size() == k_caches.size() &&
+              (k_caches.size() == 1 || static_cast<int64_t>(k_caches.size()) == n),
+          op, "one sequence's caches, or one per token");
+    for (size_t i = 0; i < k_caches.size(); ++i)
+      check(k_caches[i].type == DType::F16 && v_caches[i].type == DType::F16 &&
+                k_caches[i].ne == k_caches[0].ne && v_caches[i].ne == k_caches[0].ne,
+            op, "the caches are F16 {D, Hkv, n_ctx}, all of one shape");
+    return static_cast<int>(k_caches.size());
+  }
+  // Elements [first, first + m) of a vector (positions).
+  static Tensor elements(const Tensor& v, int64_t first, int64_t m) {
+    Tensor r = v;
+    r.ne[0] = m;
+    r.data = static_cast<char*>(v.data) + row_bytes(v.type, first);
+    return r;
+  }
+
+  void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
+                       const Tensor& pos, float scale, const Tensor& gate, const Tensor& y) override {
     check(gate.n_elements() == y.n_elements() && gate.type == DType::F32, "attention_gated", "gate shape");
-    enqueue_attention(OpId::AttentionGated, q, k_cache, v_cache, pos, scale, &gate, y);
+    enqueue_attention(OpId::AttentionGated, q, k_caches, v_caches, pos, scale, &gate, y);
   }
 
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
@@ -744,29 +780,48 @@ class CudaBackend final : public Backend {
   }
 
   // attention / attention_gated (gate null or {D, Hq, n}).
-  void enqueue_attention(OpId op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos,
-                         float scale, const Tensor* gate, const Tensor& y) {
-    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_cache.ne[1], q.ne[2], k_cache.ne[2]};
-    check(k_cache.ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
+  void enqueue_attention(OpId op, const Tensor& q, std::span<const Tensor> k_caches,
+                         std::span<const Tensor> v_caches, const Tensor& pos, float scale, const Tensor* gate,
+                         const Tensor& y) {
+    const int n_seqs = check_caches(k_caches, v_caches, q.ne[2], "attention");
+    const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_caches[0].ne[1], q.ne[2], k_caches[0].ne[2]};
+    check(k_caches[0].ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
           "shape");
-    check(y.n_elements() == q.n_elements() && k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention",
-          "y shape / the caches are F16");
-    const float* g = gate ? gate->as<const float>() : nullptr;
-    Key key(op);
-    key << q << k_cache << v_cache << pos << scale << gate << y;
-    if (cuda::attention_prefill_supported(sh)) {
-      submit(key, [=](cudaStream_t s) {
+    check(y.n_elements() == q.n_elements(), "attention", "y shape");
+    if (n_seqs == 1 && cuda::attention_prefill_supported(sh)) {
+      const Tensor &k_cache = k_caches[0], &v_cache = v_caches[0];
+      const float* g = gate ? gate->as<const float>() : nullptr;
+      submit(Key(op) << q << k_cache << v_cache << pos << scale << gate << y, [=](cudaStream_t s) {
         cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),
                                 pos.as<const int32_t>(), scale, g, y.as<float>(), s);
       });
       return;
     }
     check(cuda::attention_split_supported(sh), "attention", "head_dim must be 32, 64, 128 or 256");
-    float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh) * sizeof(float)));
-    submit(key, [=](cudaStream_t s) {
-      cuda::attention(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),
-                      pos.as<const int32_t>(), scale, g, partials, y.as<float>(), s);
-    });
+    // Several sequences: launches of up to kAttentionMaxSeqs queries, each with its own caches.
+    const int per_launch = n_seqs == 1 ? 1 : cuda::kAttentionMaxSeqs;
+    for (int first = 0; first < n_seqs; first += per_launch) {
+      const int m = std::min(per_launch, n_seqs - first);
+      const auto tok = [&](const Tensor& t) { return n_seqs == 1 ? t : t.slice(2, first, m); };
+      const Tensor q_i = tok(q), y_i = tok(y), pos_i = n_seqs == 1 ? pos : elements(pos, first, m);
+      const Tensor gate_i = gate ? tok(*gate) : Tensor{};
+      const float* g = gate ? gate_i.as<const float>() : nullptr;
+      cuda::AttentionShape sh_i = sh;
+      if (n_seqs > 1) sh_i.n_tokens = m;
+      float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh_i) * sizeof(float)));
+      Key key(op);
+      key << q_i << pos_i << scale << (gate ? &gate_i : nullptr) << y_i;
+      std::vector<const uint16_t*> kcs, vcs;
+      for (int i = first; i < first + m; ++i) {
+        key << k_caches[i] << v_caches[i];
+        kcs.push_back(k_caches[i].as<const uint16_t>());
+        vcs.push_back(v_caches[i].as<const uint16_t>());
+      }
+      submit(key, [=](cudaStream_t s) {
+        cuda::attention(sh_i, q_i.as<const float>(), kcs.data(), vcs.data(), static_cast<int>(kcs.size()),
+                        pos_i.as<const int32_t>(), scale, g, partials, y_i.as<float>(), s);
+      });
+    }
   }
 
   // ---- graph replay (see the top of this file) -----------------------------------

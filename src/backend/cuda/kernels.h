@@ -111,16 +111,21 @@ struct AttentionShape {
 };
 // Backend::attention_prepare: qp {2D, Hq, n} with gate, else {D, Hq, n}; norms may be
 // null; head_dim up to 512.
+// The caches: one sequence's (n_seqs 1) or token t's sequence's (n_seqs = n tokens,
+// at most kAttentionMaxSeqs), here and in attention().
+inline constexpr int kAttentionMaxSeqs = 16;
 void attention_prepare(const AttentionShape& shape, const float* qp, const float* k, const float* v,
                        const float* q_norm, const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope,
-                       float* q, float* gate, uint16_t* k_cache, uint16_t* v_cache, cudaStream_t s);
+                       float* q, float* gate, uint16_t* const* k_caches, uint16_t* const* v_caches, int n_seqs,
+                       cudaStream_t s);
 // The split-KV form (decode, any token count): head_dim 32, 64, 128 or 256.
 // Needs attention_partials_floats() floats of `partials`; gate {D, Hq, n} or null
 // (y *= sigmoid(gate)).
 bool attention_split_supported(const AttentionShape& shape);
 size_t attention_partials_floats(const AttentionShape& shape);
-void attention(const AttentionShape& shape, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-               const int32_t* pos, float scale, const float* gate, float* partials, float* y, cudaStream_t s);
+void attention(const AttentionShape& shape, const float* q, const uint16_t* const* k_caches,
+               const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, const float* gate,
+               float* partials, float* y, cudaStream_t s);
 // Prefill form (tiles of queries sharing K/V tiles, tensor cores in f16) for
 // kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256; gate as above.
 // On an H200 at the flagship's shape (F32 caches then) it beat the split-KV kernel
