@@ -608,10 +608,7 @@ class CudaBackend final : public Backend {
     check(a.ne[0] == H && a.rows() == n && b.n_elements() == a.n_elements() && dt_bias.ne[0] == H &&
               a_neg.ne[0] == H && norm_w.ne[0] == dv && norm_w.type == DType::F32,
           "gated_delta_net_core", "gate/norm shapes");
-    // Several sequences: launches of up to kGdnCoreMaxSeqs, each on its tokens.
-    const int per_launch = n_seqs == 1 ? 1 : cuda::kGdnCoreMaxSeqs;
-    for (int first = 0; first < n_seqs; first += per_launch) {
-      const int m = std::min(per_launch, n_seqs - first);
+    by_launch(n_seqs, cuda::kGdnCoreMaxSeqs, [&](int first, int m) {
       const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
       const Tensor qkv_i = tok(qkv, 1), a_i = tok(a, 1), b_i = tok(b, 1), z_i = tok(z, 2), y_i = tok(y, 2);
       cuda::GdnCoreShape sh_i = sh;
@@ -630,7 +627,7 @@ class CudaBackend final : public Backend {
                        a_neg.as<const float>(), l2_eps, state_ptrs.data(), m, z_i.as<const float>(),
                        norm_w.as<const float>(), norm_eps, y_i.as<float>(), s);
       });
-    }
+    });
   }
 
   void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
@@ -653,10 +650,7 @@ class CudaBackend final : public Backend {
                               rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr};
     const float* qn = q_norm ? q_norm->as<const float>() : nullptr;
     const float* kn = k_norm ? k_norm->as<const float>() : nullptr;
-    // Several sequences: launches of up to kAttentionMaxSeqs tokens, each with its own caches.
-    const int per_launch = n_seqs == 1 ? 1 : cuda::kAttentionMaxSeqs;
-    for (int first = 0; first < n_seqs; first += per_launch) {
-      const int m = std::min(per_launch, n_seqs - first);
+    by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](int first, int m) {
       const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
       const Tensor qp_i = tok(qp, 2), k_i = tok(k, 2), v_i = tok(v, 2), q_i = tok(q, 2);
       const Tensor pos_i = n_seqs == 1 ? pos : elements(pos, first, m);
@@ -678,7 +672,7 @@ class CudaBackend final : public Backend {
                                 eps, pos_i.as<const int32_t>(), args, q_i.as<float>(), g, kcs.data(), vcs.data(),
                                 static_cast<int>(kcs.size()), s);
       });
-    }
+    });
   }
 
   // One sequence's caches (F16 {D, Hkv, n_ctx}), or one per token, all of one shape;
@@ -692,6 +686,14 @@ class CudaBackend final : public Backend {
                 k_caches[i].ne == k_caches[0].ne && v_caches[i].ne == k_caches[0].ne,
             op, "the caches are F16 {D, Hkv, n_ctx}, all of one shape");
     return static_cast<int>(k_caches.size());
+  }
+  // A call over several one-token sequences runs as launches of at most `max` of them
+  // (their states' pointers ride in the kernel's parameters): f(first, count) each;
+  // one sequence's tokens: one launch.
+  template <class F>
+  static void by_launch(int n_seqs, int max, F&& f) {
+    const int per_launch = n_seqs == 1 ? 1 : max;
+    for (int first = 0; first < n_seqs; first += per_launch) f(first, std::min(per_launch, n_seqs - first));
   }
   // Elements [first, first + m) of a vector (positions).
   static Tensor elements(const Tensor& v, int64_t first, int64_t m) {
@@ -798,10 +800,7 @@ class CudaBackend final : public Backend {
       return;
     }
     check(cuda::attention_split_supported(sh), "attention", "head_dim must be 32, 64, 128 or 256");
-    // Several sequences: launches of up to kAttentionMaxSeqs queries, each with its own caches.
-    const int per_launch = n_seqs == 1 ? 1 : cuda::kAttentionMaxSeqs;
-    for (int first = 0; first < n_seqs; first += per_launch) {
-      const int m = std::min(per_launch, n_seqs - first);
+    by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](int first, int m) {
       const auto tok = [&](const Tensor& t) { return n_seqs == 1 ? t : t.slice(2, first, m); };
       const Tensor q_i = tok(q), y_i = tok(y), pos_i = n_seqs == 1 ? pos : elements(pos, first, m);
       const Tensor gate_i = gate ? tok(*gate) : Tensor{};
@@ -821,7 +820,7 @@ class CudaBackend final : public Backend {
         cuda::attention(sh_i, q_i.as<const float>(), kcs.data(), vcs.data(), static_cast<int>(kcs.size()),
                         pos_i.as<const int32_t>(), scale, g, partials, y_i.as<float>(), s);
       });
-    }
+    });
   }
 
   // ---- graph replay (see the top of this file) -----------------------------------
