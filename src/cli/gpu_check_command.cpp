@@ -973,47 +973,33 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     c.report(preset + " greedy, tokens fed back on the device != read back each step (tokens)", mismatches, 0);
   }
 
-  // The generation loop (zinc run / chat), whose greedy steps run one ahead on the
-  // device, against the same loop read back each step; and a reply ended by a token
-  // the step after it already absorbed (its read still in flight when it returns).
-  {
-    constexpr int kSteps = 48;
-    std::vector<int32_t> host_fed;
-    SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256), s3 = m_gpu->new_sequence(256);
-    Tensor id = gpu->alloc_persistent(DType::I32, {1});
-    Tensor l = m_gpu->forward(s1, prompt, 1);
-    for (int i = 0; i < kSteps; ++i) {
-      gpu->argmax(l, id);
-      int32_t token = -1;
-      gpu->read(id, &token, sizeof token);
-      host_fed.push_back(token);
-      l = m_gpu->forward(s1, std::span<const int32_t>(&token, 1), 1);
+  // The tokens of a loop that reads every logits row and samples it on the host.
+  const auto host_loop = [&](const SamplerParams& sp, int steps) {
+    Sampler host(sp);
+    SequenceState s = m_gpu->new_sequence(256);
+    std::vector<int32_t> tokens;
+    for (int32_t t : prompt) host.accept(t);
+    Tensor l = m_gpu->forward(s, prompt, 1);
+    for (int i = 0; i < steps; ++i) {
+      tokens.push_back(host.sample(read_logits(*gpu, l)));
+      host.accept(tokens.back());
+      l = m_gpu->forward(s, std::span<const int32_t>(&tokens.back(), 1), 1);
     }
-    SamplerParams greedy;
-    greedy.temperature = 0;
-    Sampler sampler(greedy);
-    GenerateOptions opt;
-    opt.max_tokens = kSteps;
-    const auto all = [](int32_t) { return true; };
-    const GenerationResult r = generate(*m_gpu, *gpu, s2, prompt, sampler, opt, all);
-    int mismatches = r.tokens.size() == host_fed.size() ? 0 : kSteps;
-    for (size_t i = 0; i < std::min(r.tokens.size(), host_fed.size()); ++i) mismatches += r.tokens[i] != host_fed[i];
-    c.report(preset + " generate(), greedy steps run ahead != read back each step (tokens)", mismatches, 0);
+    return tokens;
+  };
+  const auto mismatches = [](const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+    int bad = got.size() == want.size() ? 0 : static_cast<int>(want.size());
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) bad += got[i] != want[i];
+    return bad;
+  };
+  const auto all = [](int32_t) { return true; };
 
-    opt.eog_ids = {host_fed[kSteps / 2]};
-    const size_t first = std::find(host_fed.begin(), host_fed.end(), host_fed[kSteps / 2]) - host_fed.begin();
-    const GenerationResult e = generate(*m_gpu, *gpu, s3, prompt, sampler, opt, all);
-    const bool as_documented = e.stop == StopReason::EndOfGeneration && e.end_absorbed &&
-                               e.tokens == std::vector<int32_t>(host_fed.begin(), host_fed.begin() + first) &&
-                               s3.n_past == static_cast<int64_t>(prompt.size() + first + 1);
-    c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
-  }
-
-  // Sampling drawn on the device (sample_rows, steps run ahead: a window that ends
-  // with the token still on the device) against reading each row and sampling it on
-  // the host with the same seed: top-k, top-k with penalties, greedy with penalties.
-  for (const char* setting : {"top-k", "top-k + penalties", "greedy + penalties"}) {
-    constexpr int kSteps = 48;
+  // The generation loop (zinc run / chat) draws on the device with its steps run one
+  // ahead (greedy: the argmax; sampling: sample_rows, a penalty window ending with the
+  // token still on the device): the tokens of the host loop with the same seed. Top-k,
+  // top-k with penalties, greedy, greedy with penalties.
+  constexpr int kSteps = 48;
+  for (const char* setting : {"top-k", "top-k + penalties", "greedy", "greedy + penalties"}) {
     SamplerParams sp;  // top-k 40, top-p 0.95, min-p 0.05
     sp.temperature = setting[0] == 'g' ? 0.0f : 1.0f;
     sp.seed = 5;
@@ -1021,23 +1007,32 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
       sp.repeat_penalty = 1.3f, sp.frequency_penalty = 0.2f, sp.presence_penalty = 0.5f;
       sp.penalty_last_n = 16;
     }
-    Sampler host(sp), drawn(sp);
-    SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256);
-    std::vector<int32_t> host_fed;
-    for (int32_t t : prompt) host.accept(t);
-    Tensor l = m_gpu->forward(s1, prompt, 1);
-    for (int i = 0; i < kSteps; ++i) {
-      host_fed.push_back(host.sample(read_logits(*gpu, l)));
-      host.accept(host_fed.back());
-      l = m_gpu->forward(s1, std::span<const int32_t>(&host_fed.back(), 1), 1);
-    }
+    Sampler drawn(sp);
+    SequenceState s = m_gpu->new_sequence(256);
     GenerateOptions opt;
     opt.max_tokens = kSteps;
-    const GenerationResult r = generate(*m_gpu, *gpu, s2, prompt, drawn, opt, [](int32_t) { return true; });
-    int mismatches = r.tokens.size() == host_fed.size() ? 0 : kSteps;
-    for (size_t i = 0; i < std::min(r.tokens.size(), host_fed.size()); ++i) mismatches += r.tokens[i] != host_fed[i];
-    c.report(preset + " generate(), " + setting + " drawn on the device != sampled on the host (tokens)", mismatches,
-             0);
+    const GenerationResult r = generate(*m_gpu, *gpu, s, prompt, drawn, opt, all);
+    c.report(preset + " generate(), " + setting + " drawn on the device != sampled on the host (tokens)",
+             mismatches(r.tokens, host_loop(sp, kSteps)), 0);
+  }
+
+  // A greedy reply ended by a token the step after it already absorbed (its read still
+  // in flight when generate() returns).
+  {
+    SamplerParams greedy;
+    greedy.temperature = 0;
+    const std::vector<int32_t> want = host_loop(greedy, kSteps);
+    Sampler sampler(greedy);
+    SequenceState s = m_gpu->new_sequence(256);
+    GenerateOptions opt;
+    opt.max_tokens = kSteps;
+    opt.eog_ids = {want[kSteps / 2]};
+    const size_t first = std::find(want.begin(), want.end(), want[kSteps / 2]) - want.begin();
+    const GenerationResult e = generate(*m_gpu, *gpu, s, prompt, sampler, opt, all);
+    const bool as_documented = e.stop == StopReason::EndOfGeneration && e.end_absorbed &&
+                               e.tokens == std::vector<int32_t>(want.begin(), want.begin() + first) &&
+                               s.n_past == static_cast<int64_t>(prompt.size() + first + 1);
+    c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
   }
   std::filesystem::remove(path);
 }
