@@ -28,6 +28,13 @@ struct RopeParams {
   const Tensor* freq_factors = nullptr;  // {n_rot/2} divisors of each frequency, or none
 };
 
+// The per-sequence tensors a fused op takes in pairs (conv and delta states, K and V
+// caches): one pair for one sequence's n tokens, or one per token (n sequences of one
+// token each).
+inline bool one_or_per_token(std::span<const Tensor> a, std::span<const Tensor> b, int64_t n_tokens) {
+  return !a.empty() && a.size() == b.size() && (a.size() == 1 || static_cast<int64_t>(a.size()) == n_tokens);
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;

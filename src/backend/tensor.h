@@ -40,15 +40,20 @@ struct Tensor {
     if (r.n_elements() != n_elements()) throw std::logic_error("reshape: element count differs");
     return r;
   }
-  // The slab [first, first+count) along the outermost non-trivial dim `dim` (1..3);
-  // contiguous because every dim inside it is whole.
+  // The slab [first, first+count) along the outermost non-trivial dim `dim` (0..3);
+  // contiguous because every dim inside it is whole. Along dim 0 (a vector, such as
+  // positions), first is a whole number of the type's blocks.
   Tensor slice(int dim, int64_t first, int64_t count) const {
     Tensor r = *this;
-    size_t inner = row_bytes();
-    for (int d = 1; d < dim; ++d) inner *= static_cast<size_t>(ne[d]);
     for (int d = dim + 1; d < 4; ++d)
       if (ne[d] != 1) throw std::logic_error("slice: dims outside the sliced one must be 1");
     r.ne[dim] = count;
+    if (dim == 0) {
+      r.data = static_cast<char*>(data) + zinc::row_bytes(type, first);
+      return r;
+    }
+    size_t inner = row_bytes();
+    for (int d = 1; d < dim; ++d) inner *= static_cast<size_t>(ne[d]);
     r.data = static_cast<char*>(data) + inner * static_cast<size_t>(first);
     return r;
   }

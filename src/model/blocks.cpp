@@ -12,11 +12,7 @@ namespace {
 // (I32 positions {n}: dim 0).
 Tensor slice_tokens(const Tensor& t, const BatchSequence& s, int dim) {
   if (s.offset == 0 && s.count == t.ne[dim]) return t;
-  if (dim > 0) return t.slice(dim, s.offset, s.count);
-  Tensor r = t;
-  r.ne[0] = s.count;
-  r.data = static_cast<char*>(t.data) + row_bytes(t.type, s.offset);
-  return r;
+  return t.slice(dim, s.offset, s.count);
 }
 // A decode step of several sequences: sequence i holds token i of the batch.
 bool one_token_each(const Batch& batch) {

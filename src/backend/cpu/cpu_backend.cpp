@@ -324,11 +324,11 @@ class CpuBackend final : public Backend {
 
   void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
                  const Tensor& pos, float scale, const Tensor& y) override {
-    check_caches(k_caches, v_caches, q.ne[2], "attention");
+    check(one_or_per_token(k_caches, v_caches, q.ne[2]), "attention", "one sequence's caches, or one per token");
     if (k_caches.size() == 1) return attention_one(q, k_caches[0], v_caches[0], pos, scale, y);
     for (int64_t t = 0; t < q.ne[2]; ++t) {
       const size_t i = static_cast<size_t>(t);
-      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], element(pos, t), scale, y.slice(2, t, 1));
+      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], pos.slice(0, t, 1), scale, y.slice(2, t, 1));
     }
   }
 
@@ -450,7 +450,8 @@ class CpuBackend final : public Backend {
                          const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope_params,
                          const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
                          std::span<const Tensor> v_caches) override {
-    check_caches(k_caches, v_caches, q.ne[2], "attention_prepare");
+    check(one_or_per_token(k_caches, v_caches, q.ne[2]), "attention_prepare",
+          "one sequence's caches, or one per token");
     if (k_caches.size() == 1)
       return attention_prepare_one(qp, k, v, q_norm, k_norm, eps, pos, rope_params, q, gate, k_caches[0],
                                    v_caches[0]);
@@ -458,7 +459,7 @@ class CpuBackend final : public Backend {
       const size_t i = static_cast<size_t>(t);
       const Tensor gate_t = gate ? gate->slice(2, t, 1) : Tensor{};
       attention_prepare_one(qp.slice(2, t, 1), k.slice(2, t, 1), v.slice(2, t, 1), q_norm, k_norm, eps,
-                            element(pos, t), rope_params, q.slice(2, t, 1), gate ? &gate_t : nullptr, k_caches[i],
+                            pos.slice(0, t, 1), rope_params, q.slice(2, t, 1), gate ? &gate_t : nullptr, k_caches[i],
                             v_caches[i]);
     }
   }
@@ -474,9 +475,7 @@ class CpuBackend final : public Backend {
                             const Tensor& a, const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps,
                             std::span<const Tensor> states, const Tensor& z, const Tensor& norm_w, float norm_eps,
                             const Tensor& y) override {
-    check(!states.empty() && conv_states.size() == states.size() &&
-              (states.size() == 1 || static_cast<int64_t>(states.size()) == qkv.rows()),
-          "gated_delta_net_core", "one state, or one per token");
+    check(one_or_per_token(conv_states, states, qkv.rows()), "gated_delta_net_core", "one state, or one per token");
     if (states.size() == 1)
       return gdn_core_one(qkv, conv_w, conv_states[0], a, b, dt_bias, a_neg, l2_eps, states[0], z, norm_w, norm_eps, y);
     for (int64_t t = 0; t < qkv.rows(); ++t) {
@@ -512,20 +511,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // One sequence's caches, or one per token.
-  static void check_caches(std::span<const Tensor> k_caches, std::span<const Tensor> v_caches, int64_t n,
-                           const char* op) {
-    check(!k_caches.empty() && v_caches.size() == k_caches.size() &&
-              (k_caches.size() == 1 || static_cast<int64_t>(k_caches.size()) == n),
-          op, "one sequence's caches, or one per token");
-  }
-  // Element t of a vector (positions), as a vector of one.
-  static Tensor element(const Tensor& v, int64_t t) {
-    Tensor r = v;
-    r.ne[0] = 1;
-    r.data = static_cast<char*>(v.data) + row_bytes(v.type, t);
-    return r;
-  }
   // attention for one sequence's queries.
   void attention_one(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
                      const Tensor& y) {

@@ -572,9 +572,7 @@ class CudaBackend final : public Backend {
                             std::span<const Tensor> states, const Tensor& z, const Tensor& norm_w, float norm_eps,
                             const Tensor& y) override {
     const int64_t n = qkv.rows(), C = qkv.ne[0], dv = y.ne[0], H = y.ne[1];
-    check(!states.empty() && conv_states.size() == states.size() &&
-              (states.size() == 1 || static_cast<int64_t>(states.size()) == n),
-          "gated_delta_net_core", "one state, or one per token");
+    check(one_or_per_token(conv_states, states, n), "gated_delta_net_core", "one state, or one per token");
     const int64_t dk = states[0].ne[1], Hk = dk > 0 ? (C - H * dv) / (2 * dk) : 0;
     check(Hk > 0 && C == 2 * Hk * dk + H * dv && y.ne[2] == n && z.n_elements() == y.n_elements(),
           "gated_delta_net_core", "qkv/z/y shape");
@@ -615,12 +613,8 @@ class CudaBackend final : public Backend {
       if (n_seqs > 1) sh_i.n_tokens = m;
       Key key(OpId::GdnCore);
       key << qkv_i << conv_w << a_i << b_i << dt_bias << a_neg << l2_eps << z_i << norm_w << norm_eps << y_i;
-      std::vector<float*> conv_ptrs, state_ptrs;
-      for (int i = first; i < first + m; ++i) {
-        key << conv_states[i] << states[i];
-        conv_ptrs.push_back(conv_states[i].as<float>());
-        state_ptrs.push_back(states[i].as<float>());
-      }
+      const std::vector<float*> conv_ptrs = pointers<float>(conv_states, first, m, key);
+      const std::vector<float*> state_ptrs = pointers<float>(states, first, m, key);
       submit(key, [=](cudaStream_t s) {
         cuda::gdn_core(sh_i, qkv_i.as<const float>(), conv_w.as<const float>(), conv_ptrs.data(),
                        a_i.as<const float>(), b_i.as<const float>(), dt_bias.as<const float>(),
@@ -653,7 +647,7 @@ class CudaBackend final : public Backend {
     by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](int first, int m) {
       const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
       const Tensor qp_i = tok(qp, 2), k_i = tok(k, 2), v_i = tok(v, 2), q_i = tok(q, 2);
-      const Tensor pos_i = n_seqs == 1 ? pos : elements(pos, first, m);
+      const Tensor pos_i = n_seqs == 1 ? pos : pos.slice(0, first, m);
       const Tensor gate_i = gate ? tok(*gate, 2) : Tensor{};
       float* g = gate ? gate_i.as<float>() : nullptr;
       cuda::AttentionShape sh_i = sh;
@@ -661,12 +655,8 @@ class CudaBackend final : public Backend {
       Key key(OpId::AttentionPrepare);
       key << qp_i << k_i << v_i << q_norm << k_norm << eps << pos_i << int64_t{rp.n_rot} << rp.theta
           << int64_t{rp.neox} << rp.freq_scale << rp.freq_factors << q_i << (gate ? &gate_i : nullptr);
-      std::vector<uint16_t*> kcs, vcs;
-      for (int i = first; i < first + m; ++i) {
-        key << k_caches[i] << v_caches[i];
-        kcs.push_back(k_caches[i].as<uint16_t>());
-        vcs.push_back(v_caches[i].as<uint16_t>());
-      }
+      const std::vector<uint16_t*> kcs = pointers<uint16_t>(k_caches, first, m, key);
+      const std::vector<uint16_t*> vcs = pointers<uint16_t>(v_caches, first, m, key);
       submit(key, [=](cudaStream_t s) {
         cuda::attention_prepare(sh_i, qp_i.as<const float>(), k_i.as<const float>(), v_i.as<const float>(), qn, kn,
                                 eps, pos_i.as<const int32_t>(), args, q_i.as<float>(), g, kcs.data(), vcs.data(),
@@ -678,9 +668,7 @@ class CudaBackend final : public Backend {
   // One sequence's caches (F16 {D, Hkv, n_ctx}), or one per token, all of one shape;
   // returns how many.
   int check_caches(std::span<const Tensor> k_caches, std::span<const Tensor> v_caches, int64_t n, const char* op) {
-    check(!k_caches.empty() && v_caches.size() == k_caches.size() &&
-              (k_caches.size() == 1 || static_cast<int64_t>(k_caches.size()) == n),
-          op, "one sequence's caches, or one per token");
+    check(one_or_per_token(k_caches, v_caches, n), op, "one sequence's caches, or one per token");
     for (size_t i = 0; i < k_caches.size(); ++i)
       check(k_caches[i].type == DType::F16 && v_caches[i].type == DType::F16 &&
                 k_caches[i].ne == k_caches[0].ne && v_caches[i].ne == k_caches[0].ne,
@@ -695,12 +683,16 @@ class CudaBackend final : public Backend {
     const int per_launch = n_seqs == 1 ? 1 : max;
     for (int first = 0; first < n_seqs; first += per_launch) f(first, std::min(per_launch, n_seqs - first));
   }
-  // Elements [first, first + m) of a vector (positions).
-  static Tensor elements(const Tensor& v, int64_t first, int64_t m) {
-    Tensor r = v;
-    r.ne[0] = m;
-    r.data = static_cast<char*>(v.data) + row_bytes(v.type, first);
-    return r;
+  // The data of tensors [first, first + m) (one launch's sequences' states), each also
+  // added to the launch's key.
+  template <class T>
+  static std::vector<T*> pointers(std::span<const Tensor> ts, int first, int m, Key& key) {
+    std::vector<T*> out;
+    for (int i = first; i < first + m; ++i) {
+      key << ts[i];
+      out.push_back(ts[i].as<T>());
+    }
+    return out;
   }
 
   void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
@@ -802,7 +794,7 @@ class CudaBackend final : public Backend {
     check(cuda::attention_split_supported(sh), "attention", "head_dim must be 32, 64, 128 or 256");
     by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](int first, int m) {
       const auto tok = [&](const Tensor& t) { return n_seqs == 1 ? t : t.slice(2, first, m); };
-      const Tensor q_i = tok(q), y_i = tok(y), pos_i = n_seqs == 1 ? pos : elements(pos, first, m);
+      const Tensor q_i = tok(q), y_i = tok(y), pos_i = n_seqs == 1 ? pos : pos.slice(0, first, m);
       const Tensor gate_i = gate ? tok(*gate) : Tensor{};
       const float* g = gate ? gate_i.as<const float>() : nullptr;
       cuda::AttentionShape sh_i = sh;
@@ -810,12 +802,8 @@ class CudaBackend final : public Backend {
       float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh_i) * sizeof(float)));
       Key key(op);
       key << q_i << pos_i << scale << (gate ? &gate_i : nullptr) << y_i;
-      std::vector<const uint16_t*> kcs, vcs;
-      for (int i = first; i < first + m; ++i) {
-        key << k_caches[i] << v_caches[i];
-        kcs.push_back(k_caches[i].as<const uint16_t>());
-        vcs.push_back(v_caches[i].as<const uint16_t>());
-      }
+      const std::vector<const uint16_t*> kcs = pointers<const uint16_t>(k_caches, first, m, key);
+      const std::vector<const uint16_t*> vcs = pointers<const uint16_t>(v_caches, first, m, key);
       submit(key, [=](cudaStream_t s) {
         cuda::attention(sh_i, q_i.as<const float>(), kcs.data(), vcs.data(), static_cast<int>(kcs.size()),
                         pos_i.as<const int32_t>(), scale, g, partials, y_i.as<float>(), s);
