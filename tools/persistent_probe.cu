@@ -1,135 +1,271 @@
 // Could a persistent decode kernel reach issue 4's bar (3x llama.cpp: 1.51 ms per token
 // on an H100, 1.44 ms on an H200)? Not part of the build; results in PERFORMANCE.md,
-// session 16, and docs/logs/persistent-probe-session16.log.
+// sessions 16 and 17, and docs/logs/persistent-probe-*.log.
 //
 // One launch, one block per SM, streams the bytes of the flagship's decode step
-// (qwen35moe 35B-A3B benchmark file, depth 0: 2.68 GB in 242 dependent ops) op by op,
-// as a persistent kernel would. A block's share of each op goes through a ring of
-// shared-memory slots filled by bulk copies and is read once by every thread (the
-// stand-in for the dot products); a grid-wide barrier separates dependent ops. A block
-// may fetch up to `ahead` ops past the one it consumes before the barriers in between,
-// except the routed experts' gate/up, whose addresses only the router gives.
+// (qwen35moe 35B-A3B benchmark file, depth 0: 2.68 GB, 242 barriers) op by op, as a
+// persistent kernel would. A block's share of each op (whole rows) goes through a ring
+// of shared-memory slots filled by bulk copies; a grid-wide barrier separates dependent
+// ops, and ops that read what the op before them read join it without one. A block may
+// fetch up to `ahead` barriers past the op it consumes, except the routed experts'
+// gate/up, whose addresses only the router gives. Barriers: session 16 compared three
+// forms (its commit's version of this file, docs/logs/persistent-probe-session16.log);
+// this one runs the best, "split": a counting barrier whose arrival (a release add) is
+// followed by the next ops' copies and then the acquire polls.
 //
-// Barriers compared: a generation flag flipped by the last arrival (a returned atomic,
-// then a flag write the others poll); one counter that only grows (release add, acquire
-// polls); the same with the next op's copies issued between the arrival and the wait
-// ("split": a release issued after the copies may wait for them). Prints per step the
-// bytes alone (no barriers), each barrier alone, and both for 0, 1, 2 and all ops ahead,
-// for rings of 4 and 8 slots.
-//   nvcc -arch=sm_90a -O3 -o /tmp/persistent_probe tools/persistent_probe.cu && /tmp/persistent_probe
+// Session 16 stood in for the arithmetic by reading each slot once. Here ("dots") the
+// block's warps take the dot products of a slot's rows with the op's activations as
+// zinc's decode expert kernels do (expert_decode.cuh's run_dot), the activations staged
+// from L2 into shared memory after the op's barrier (RMS-normalised where the model
+// normalises, as a fused norm would); the routed experts' copies wait for a warp's
+// top-8 of the router's outputs; the delta-rule state is read as rows and written
+// back. Every op's outputs are checked against one warp per row reading global memory.
+// Prints the bytes alone, with barriers (this list, the same as 16-byte rows, session
+// 16's list), the dot products per weight type without barriers, and the whole.
+//   nvcc -std=c++20 -arch=sm_90a -O3 -I src -o /tmp/persistent_probe tools/persistent_probe.cu && /tmp/persistent_probe
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 
+#include "backend/cuda/expert_decode.cuh"
+
 namespace {
 
-constexpr int kThreads = 256, kRingBytes = 192 * 1024, kMaxOps = 256;
+constexpr int kThreads = 512, kWarps = kThreads / 32, kRingBytes = 192 * 1024, kMaxOps = 512;
 
+using zinc::DType;
+namespace zc = zinc::cuda;
+
+constexpr int kMaxStaged = 4096;  // activation floats an op stages
+
+enum OpFlags : uint8_t {
+  kPrefetch = 1,   // its bytes may be fetched before the barrier in front of it
+  kRouted = 2,     // its copies wait for a top-8 of the router's outputs
+  kNormed = 4,     // its staged activations are RMS-normalised first
+  kJoinNext = 8,   // no barrier after it (the next op reads what it read)
+  kWriteBack = 16, // its rows are written back (the delta-rule state)
+};
 struct Op {
   uint64_t offset;  // into the weight buffer
-  uint32_t bytes;   // a multiple of 16
-  bool prefetch;    // its bytes may be fetched before the barrier in front of it
+  uint32_t bytes;   // rows · row_bytes, a multiple of 16
+  uint32_t rows, row_bytes, in;  // rows of `in` elements of `type`
+  uint32_t y;         // its first output in the outputs
+  uint32_t x_floats;  // activations staged after its barrier (0: keep the last op's)
+  uint32_t x_rows;    // rows per activation slice of `in` (0: every row reads the first)
+  uint32_t router_y;  // kRouted: where the router's 256 outputs are
+  DType type;
+  uint8_t flags;
 };
-__constant__ Op ops[kMaxOps];
+__constant__ Op ops[kMaxOps];  // copied into each block's shared memory at the start
 
-__device__ unsigned barrier_count, barrier_generation, arrivals;
+__device__ unsigned arrivals;  // the barrier's counter, zeroed before each launch
+__device__ float activations[kMaxStaged];  // what every op stages (host-written)
 
 __device__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
-// Every block of the grid arrives before any leaves (all blocks are resident: the
-// launch is cooperative).
-__device__ void grid_barrier() {
+enum Barrier { kNone = 0, kSplit = 1 };
+
+// This block's share of op i: rows [row0, row0 + n), bytes [start, start + len).
+__device__ void share(const Op& op, uint32_t& row0, uint64_t& start, uint32_t& len) {
+  const uint32_t per = (op.rows + gridDim.x - 1) / gridDim.x;
+  row0 = per * blockIdx.x;
+  const uint32_t n = row0 >= op.rows ? 0 : (op.rows - row0 < per ? op.rows - row0 : per);
+  start = op.offset + static_cast<uint64_t>(row0) * op.row_bytes;
+  len = n * op.row_bytes;
+}
+// Bytes of a slot's chunk of op: whole rows.
+__device__ uint32_t chunk_bytes(const Op& op, uint32_t slot_bytes) { return slot_bytes / op.row_bytes * op.row_bytes; }
+
+// Row · x over `in` elements (a warp; lane 0 gets the sum).
+template <DType T>
+__device__ float row_dot(const uint8_t* row, int in, const float* x) {
+  const int lane = threadIdx.x % 32;
+  float s = 0;
+  for (int e = lane * 8; e < in; e += 256) {
+    float w[8];
+    zc::Dequant<T>::load8(row, e, w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s += w[i] * x[e + i];
+  }
+  return zc::warp_sum(s);
+}
+__device__ float row_dot(DType t, const uint8_t* row, int in, const float* x) {
+  switch (t) {
+    case DType::Q8_0: return row_dot<DType::Q8_0>(row, in, x);
+    case DType::Q4_K: return row_dot<DType::Q4_K>(row, in, x);
+    case DType::Q5_K: return row_dot<DType::Q5_K>(row, in, x);
+    case DType::Q6_K: return row_dot<DType::Q6_K>(row, in, x);
+    default: return row_dot<DType::F32>(row, in, x);
+  }
+}
+
+// The reference: one warp per row of op `op`, from global memory.
+__global__ void reference_kernel(Op op, const uint8_t* weights, float* y) {
+  __shared__ float x[kMaxStaged];
+  __shared__ float red[32];
+  const uint32_t staged = op.x_floats;
+  float ss = 0;
+  for (uint32_t i = threadIdx.x; i < staged; i += blockDim.x) ss += activations[i] * activations[i];
+  const float total = zc::block_sum(ss, red);
+  const float scale = op.flags & kNormed ? rsqrtf(total / staged + 1e-6f) : 1.0f;
+  for (uint32_t i = threadIdx.x; i < staged; i += blockDim.x) x[i] = activations[i] * scale;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned generation = *static_cast<volatile unsigned*>(&barrier_generation);
-    __threadfence();
-    if (atomicAdd(&barrier_count, 1) == gridDim.x - 1) {
-      barrier_count = 0;
-      __threadfence();
-      atomicAdd(&barrier_generation, 1);
-    } else {
-      while (*static_cast<volatile unsigned*>(&barrier_generation) == generation) {
-      }
+  const uint32_t r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= op.rows) return;
+  const float* xr = x + (op.x_rows ? r / op.x_rows % (staged / op.in) * op.in : 0);
+  const float v = row_dot(op.type, weights + op.offset + static_cast<uint64_t>(r) * op.row_bytes, op.in, xr);
+  if (threadIdx.x % 32 == 0) y[op.y + r] = v;
+}
+
+// The dot products of a chunk's `rows` rows (in shared memory) with the staged
+// activations, as zinc's decode expert kernels take them (expert_decode.cuh's run_dot:
+// a lane per run of 32 elements, K-quant scales decoded once per run, activations
+// swizzled, with their run sums); short rows share a warp. Row r is row first + r of
+// the op, whose output it writes.
+template <DType T>
+__device__ void consume_rows(const Op& o, const uint8_t* chunk, uint32_t first, uint32_t rows, const float4* xs,
+                             const float* xsum, uint32_t staged, float* y, uint8_t* back) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, runs = static_cast<int>(o.in / 32);
+  const int per_row = runs >= 32 || 32 % runs != 0 ? 32 : runs, per_pass = 32 / per_row, sub = lane % per_row;
+  const int x_chunks = static_cast<int>(o.in / 4), slices = static_cast<int>(staged / o.in);
+  for (uint32_t r0 = warp * per_pass; r0 < rows; r0 += kWarps * per_pass) {
+    const uint32_t r = r0 + lane / per_row, g = first + r;
+    float acc[1] = {0};
+    if (r < rows) {
+      const int slice = o.x_rows ? static_cast<int>(g / o.x_rows) % slices : 0;
+      for (int q = sub; q < runs; q += per_row)
+        zc::run_dot<T, 1>(chunk + r * o.row_bytes, q, xs + slice * x_chunks, xsum + slice * runs, x_chunks, 1, acc);
     }
-    __threadfence();
+    for (int d = per_row / 2; d > 0; d >>= 1) acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], d);
+    if (sub == 0 && r < rows) y[o.y + g] = acc[0];
   }
-  __syncthreads();
+  if (back)  // the rows written back where they came from
+    for (uint32_t i = threadIdx.x; i < rows * o.row_bytes / 16; i += kThreads)
+      reinterpret_cast<uint4*>(back)[i] = reinterpret_cast<const uint4*>(chunk)[i];
 }
 
-// The same with one counter that only grows: a block adds its arrival (a release,
-// fire and forget) and waits until the counter reaches the barrier's multiple of the
-// grid (acquire loads). One trip to L2 instead of a returned atomic, a flag write and
-// the flag's trip back. `arrivals` is zeroed before each launch.
-__device__ void counting_barrier(unsigned& target) {
-  __syncthreads();
-  target += gridDim.x;
-  if (threadIdx.x == 0) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory");
-    unsigned seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(&arrivals) : "memory");
-    } while (seen < target);
+// Warp 0: the top-8 of the router's 256 outputs (ties to the lower expert), reduced to
+// a shift of the routed op's addresses that is always 0 but that the copies must wait for.
+__device__ uint32_t route_shift_of(const float* router) {
+  const int lane = threadIdx.x % 32;
+  float v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = __ldcg(router + lane + 32 * i);
+  int id_sum = 0;
+  for (int j = 0; j < 8; ++j) {
+    float best = -INFINITY;
+    int bi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (v[i] > best) best = v[i], bi = i;
+    const float m = zc::warp_max(best);
+    const int src = __ffs(__ballot_sync(0xffffffffu, best == m)) - 1;
+    const int bid = __shfl_sync(0xffffffffu, bi, src);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (lane == src && i == bid) v[i] = -INFINITY;
+    id_sum += src + 32 * bid;
   }
-  __syncthreads();
-}
-
-enum Barrier { kNone = 0, kGeneration = 1, kCounting = 2, kSplit = 3 };
-
-// This block's share of op i: [start, start + len).
-__device__ void share(int i, uint64_t& start, uint32_t& len) {
-  const Op& op = ops[i];
-  const uint32_t per = (op.bytes / gridDim.x + 15) / 16 * 16;
-  const uint64_t begin = static_cast<uint64_t>(per) * blockIdx.x;
-  start = op.offset + begin;
-  len = begin >= op.bytes ? 0 : static_cast<uint32_t>(op.bytes - begin < per ? op.bytes - begin : per);
+  return id_sum > 100000 ? 256 : 0;
 }
 
 template <int kSlots>
 __global__ void __launch_bounds__(kThreads, 1)
-    step_kernel(const uint8_t* weights, int n_ops, int steps, int barriers, int ahead, unsigned* sink) {
+    step_kernel(uint8_t* weights, int n_ops, int steps, int barriers, int ahead, int dots, float* y, unsigned* sink) {
   constexpr int kSlotBytes = kRingBytes / kSlots;
   extern __shared__ __align__(128) uint8_t ring[];
+  float* xs = reinterpret_cast<float*>(ring + kRingBytes);  // the op's activations
+  // The op table, read from shared memory: from the constant bank a table of a few
+  // hundred ops misses the constant cache on the issuing thread's path (measured).
+  Op* table = reinterpret_cast<Op*>(ring + kRingBytes + kMaxStaged * 4);
+  for (int i = threadIdx.x; i < n_ops * static_cast<int>(sizeof(Op) / 4); i += kThreads)
+    reinterpret_cast<uint32_t*>(table)[i] = reinterpret_cast<const uint32_t*>(ops)[i];
   __shared__ uint64_t full[kSlots];
+  __shared__ float red[32];
+  __shared__ uint32_t route_shift;
+  __shared__ float xsum[kMaxStaged / 32];  // the staged activations' run sums
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(smem_u32(&full[s])));
     asm volatile("fence.mbarrier_init.release.cluster;");
+    route_shift = 0;
   }
   __syncthreads();
-  const int total = n_ops * steps;
+  const int total = n_ops * steps, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  (void)lane;
   unsigned target = 0;            // the counting barrier's next multiple of the grid
   long issued = 0, consumed = 0;  // chunks, over the whole launch
   int issue_op = 0;               // thread 0: the op whose chunks it issues next, from issue_pos
-  uint32_t issue_pos = 0;
-  // Thread 0 fills free slots with chunks up to the last op it may fetch now.
+  uint32_t issue_pos = 0, staged = 0;
+  // Thread 0 fills free slots with chunks up to the last op it may fetch now: the ops
+  // joined to the one consumed, then up to `ahead` barriers further.
   const auto issue = [&](int consuming) {
-    int last = barriers ? consuming : total - 1;
-    while (last + 1 < total && last + 1 - consuming <= ahead && ops[(last + 1) % n_ops].prefetch) ++last;
+    int last = barriers ? consuming : total - 1, crossed = 0;
+    while (last + 1 < total) {
+      const bool joined = table[last % n_ops].flags & kJoinNext, prefetch = table[(last + 1) % n_ops].flags & kPrefetch;
+      if (!prefetch || (!joined && crossed == ahead)) break;
+      crossed += !joined;
+      ++last;
+    }
     while (issued < consumed + kSlots && issue_op <= last) {
+      uint32_t row0, len;
       uint64_t start;
-      uint32_t len;
-      share(issue_op % n_ops, start, len);
+      share(table[issue_op % n_ops], row0, start, len);
       if (issue_pos >= len) {
         ++issue_op, issue_pos = 0;
         continue;
       }
-      const uint32_t n = len - issue_pos < kSlotBytes ? len - issue_pos : kSlotBytes;
+      const uint32_t cb = chunk_bytes(table[issue_op % n_ops], kSlotBytes);
+      const uint32_t n = len - issue_pos < cb ? len - issue_pos : cb;
+      const uint32_t shift = table[issue_op % n_ops].flags & kRouted ? route_shift : 0;
       const int slot = static_cast<int>(issued % kSlots);
       asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smem_u32(&full[slot])), "r"(n));
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                        smem_u32(ring + slot * kSlotBytes)),
-                   "l"(weights + start + issue_pos), "r"(n), "r"(smem_u32(&full[slot]))
+                   "l"(weights + start + issue_pos + shift), "r"(n), "r"(smem_u32(&full[slot]))
                    : "memory");
       issue_pos += n, ++issued;
     }
   };
   uint32_t acc = 0;
   for (int op = 0; op < total; ++op) {
+    const Op& o = table[op % n_ops];
+    uint32_t row0, len;
     uint64_t start;
-    uint32_t len;
-    share(op % n_ops, start, len);
-    for (uint32_t pos = 0; pos < len; pos += kSlotBytes) {
+    share(o, row0, start, len);
+    if (dots) {
+      if (o.flags & kRouted) {
+        if (warp == 0) {
+          const uint32_t shift = route_shift_of(y + o.router_y);
+          if (lane == 0) route_shift = shift;
+        }
+        __syncthreads();
+      }
+      if (o.x_floats) {  // the op's activations, from L2, normalised where the model does
+        staged = o.x_floats;
+        float4* x4 = reinterpret_cast<float4*>(xs);
+        float ss = 0;
+        for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(activations) + i);
+          x4[zc::swizzled_chunk(static_cast<int>(i))] = v;
+          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        if (o.flags & kNormed) {
+          const float scale = rsqrtf(zc::block_sum(ss, red) / staged + 1e-6f);
+          for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
+            float4& v = x4[i];
+            v.x *= scale, v.y *= scale, v.z *= scale, v.w *= scale;
+          }
+        }
+        __syncthreads();
+        zc::stage_run_sums(x4, static_cast<int>(staged / o.in), static_cast<int>(o.in / 32), xsum);
+        __syncthreads();
+      }
+    }
+    const uint32_t cb = chunk_bytes(o, kSlotBytes);
+    for (uint32_t pos = 0; pos < len; pos += cb) {
       if (threadIdx.x == 0) issue(op);
       const int slot = static_cast<int>(consumed % kSlots);
       const unsigned parity = static_cast<unsigned>(consumed / kSlots) & 1;
@@ -137,17 +273,31 @@ __global__ void __launch_bounds__(kThreads, 1)
                        smem_u32(&full[slot])),
                    "r"(parity)
                    : "memory");
-      const uint32_t n = len - pos < kSlotBytes ? len - pos : kSlotBytes;
-      const uint4* chunk = reinterpret_cast<const uint4*>(ring + slot * kSlotBytes);
-      for (uint32_t i = threadIdx.x; i < n / 16; i += kThreads) {
-        const uint4 v = chunk[i];
-        acc ^= v.x + v.y + v.z + v.w;
+      const uint32_t n = len - pos < cb ? len - pos : cb;
+      const uint8_t* chunk = ring + slot * kSlotBytes;
+      if (dots) {
+        const uint32_t first = row0 + pos / o.row_bytes, rows = n / o.row_bytes;
+        const float4* x4 = reinterpret_cast<const float4*>(xs);
+        uint8_t* back = o.flags & kWriteBack ? weights + start + pos : nullptr;
+        switch (o.type) {
+          case DType::Q8_0: consume_rows<DType::Q8_0>(o, chunk, first, rows, x4, xsum, staged, y, back); break;
+          case DType::Q4_K: consume_rows<DType::Q4_K>(o, chunk, first, rows, x4, xsum, staged, y, back); break;
+          case DType::Q5_K: consume_rows<DType::Q5_K>(o, chunk, first, rows, x4, xsum, staged, y, back); break;
+          case DType::Q6_K: consume_rows<DType::Q6_K>(o, chunk, first, rows, x4, xsum, staged, y, back); break;
+          default: consume_rows<DType::F32>(o, chunk, first, rows, x4, xsum, staged, y, back); break;
+        }
+      } else {
+        for (uint32_t i = threadIdx.x; i < n / 16; i += kThreads) {
+          const uint4 v = reinterpret_cast<const uint4*>(chunk)[i];
+          acc ^= v.x + v.y + v.z + v.w;
+        }
       }
       __syncthreads();  // the slot is free again
       ++consumed;
     }
+    if (o.flags & kJoinNext) continue;
     if (barriers == kSplit) {
-      // The counting barrier in two halves with the next op's copies between them: a
+      // A counting barrier in two halves with the next op's copies between them: a
       // release issued after the copies might wait for them.
       __syncthreads();
       target += gridDim.x;
@@ -160,13 +310,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         } while (seen < target);
       }
       __syncthreads();
-      continue;
     }
-    if (threadIdx.x == 0) issue(op);  // the next op's first copies, where allowed, before the barrier
-    if (barriers == kGeneration) grid_barrier();
-    if (barriers == kCounting) counting_barrier(target);
   }
   if (acc == 0x12345678u) sink[blockIdx.x] = acc;  // keeps the reads
+}
+
+__global__ void fill_kernel(uint8_t* w, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n; i += uint64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ static_cast<uint32_t>(i >> 32) * 40503u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    w[i] = static_cast<uint8_t>(h % 60);  // every byte pair a finite f16 below 1, every float finite
+  }
 }
 
 bool ok(cudaError_t e, const char* what) {
@@ -175,35 +329,54 @@ bool ok(cudaError_t e, const char* what) {
 }
 
 // The flagship's decode step at depth 0 (qwen35moe.md, the benchmark file's types):
-// per layer the mixer's input projections, the GDN state (read; its write-back is not
-// modelled) or attention (no KV bytes at depth 0), the output projection, the router
-// with the shared expert's gate/up, the 8 routed experts' gate/up, their down with the
-// shared down; then the LM head and the argmax.
-std::vector<Op> flagship_step(bool zero_bytes) {
-  const double q8 = 34.0 / 32, q4k = 144.0 / 256, q5k = 176.0 / 256, q6k = 210.0 / 256;
+// per layer the mixer's input projections, the GDN state (read as rows, written back)
+// or attention (no KV bytes at depth 0), the output projection, the router with the
+// shared expert's gate/up, the 8 routed experts' gate/up, their down with the shared
+// down; then the LM head and the argmax. Six barriers per layer. zero_rows: the same
+// ops without rows (the barriers, the staging, the norms).
+std::vector<Op> flagship_step(bool zero_rows) {
   std::vector<Op> list;
   uint64_t at = 0;
-  const auto add = [&](double bytes, bool prefetch) {
-    const uint32_t b = zero_bytes ? 0 : static_cast<uint32_t>(bytes) / 16 * 16;
-    list.push_back({at, b, prefetch});
-    at += (b + 255) / 256 * 256;
+  uint32_t y = 0;
+  const auto row_bytes = [](DType t, uint32_t in) {
+    switch (t) {
+      case DType::Q8_0: return in / 32 * 34;
+      case DType::Q4_K: return in / 256 * 144;
+      case DType::Q5_K: return in / 256 * 176;
+      case DType::Q6_K: return in / 256 * 210;
+      default: return in * 4;
+    }
+  };
+  const auto add = [&](DType t, uint32_t rows, uint32_t in, uint32_t x_floats, uint8_t flags,
+                       uint32_t x_rows = 0) -> Op& {
+    Op op{};
+    op.offset = at, op.rows = zero_rows ? 0 : rows, op.row_bytes = row_bytes(t, in), op.in = in;
+    op.bytes = op.rows * op.row_bytes, op.y = y, op.x_floats = x_floats, op.x_rows = x_rows;
+    op.type = t, op.flags = flags;
+    at += (uint64_t{rows} * op.row_bytes + 255) / 256 * 256 + 256;  // routed copies may shift by 256
+    y += rows;
+    list.push_back(op);
+    return list.back();
   };
   for (int layer = 0; layer < 40; ++layer) {
-    const bool attention = (layer + 1) % 4 == 0;
-    if (attention) {
-      add(2048.0 * (8192 + 2 * 512) * q8, true);  // q|gate, k, v
-      add(0, true);                               // q/k norm, rope, attention
+    if ((layer + 1) % 4 == 0) {
+      add(DType::Q8_0, 8192 + 2 * 512, 2048, 2048, kPrefetch | kNormed);  // q|gate, k, v
+      add(DType::F32, 0, 256, 4096, kPrefetch);                           // q/k norm, rope, attention
     } else {
-      add(2048.0 * (8192 + 4096) * q8 + 2048.0 * 64 * 4, true);  // qkv, z, alpha, beta
-      add(32.0 * 128 * 128 * 4, true);                           // the delta-rule state
+      add(DType::Q8_0, 8192 + 4096, 2048, 2048, kPrefetch | kNormed | kJoinNext);  // qkv, z
+      add(DType::F32, 64, 2048, 0, kPrefetch);                                     // alpha, beta
+      add(DType::F32, 32 * 128, 128, 256, kPrefetch | kWriteBack);                 // the delta-rule state
     }
-    add(4096.0 * 2048 * q8, true);                               // output projection
-    add(2048.0 * 256 * 4 + 2.0 * 2048 * 512 * q8, true);         // router, shared gate/up
-    add(8 * 2.0 * 2048 * 512 * q4k, false);                      // routed gate/up: after routing
-    add(8 * 512.0 * 2048 * q5k + 512.0 * 2048 * q8, true);       // routed down, shared down
+    add(DType::Q8_0, 2048, 4096, 4096, kPrefetch);                                   // output projection
+    const uint32_t router = y;
+    add(DType::F32, 256, 2048, 2048, kPrefetch | kNormed | kJoinNext);               // router
+    add(DType::Q8_0, 2 * 512, 2048, 0, kPrefetch);                                   // shared gate/up
+    add(DType::Q4_K, 8 * 2 * 512, 2048, 2048, kRouted).router_y = router;            // routed gate/up
+    add(DType::Q5_K, 8 * 2048, 512, 8 * 512, kPrefetch | kJoinNext, 2048);           // routed down
+    add(DType::Q8_0, 2048, 512, 512, kPrefetch);                                     // shared down
   }
-  add(2048.0 * 248320 * q6k, true);  // LM head
-  add(0, true);                      // argmax
+  add(DType::Q6_K, 248320, 2048, 2048, kPrefetch | kNormed);  // LM head
+  add(DType::F32, 0, 256, 0, kPrefetch);                      // argmax
   return list;
 }
 
@@ -211,6 +384,49 @@ double total_bytes(const std::vector<Op>& list) {
   double b = 0;
   for (const Op& op : list) b += op.bytes;
   return b;
+}
+
+// Session 16's list: one op per barrier, bytes as 16-byte rows.
+std::vector<Op> session16_step() {
+  const double q8 = 34.0 / 32, q4k = 144.0 / 256, q5k = 176.0 / 256, q6k = 210.0 / 256;
+  std::vector<Op> list;
+  uint64_t at = 0;
+  const auto add = [&](double bytes, bool prefetch) {
+    Op op{};
+    op.bytes = static_cast<uint32_t>(bytes) / 16 * 16, op.rows = op.bytes / 16, op.row_bytes = 16, op.in = 4;
+    op.offset = at, op.type = DType::F32, op.flags = prefetch ? kPrefetch : 0;
+    list.push_back(op);
+    at += (op.bytes + 255) / 256 * 256;
+  };
+  for (int layer = 0; layer < 40; ++layer) {
+    if ((layer + 1) % 4 == 0) {
+      add(2048.0 * (8192 + 2 * 512) * q8, true);
+      add(0, true);
+    } else {
+      add(2048.0 * (8192 + 4096) * q8 + 2048.0 * 64 * 4, true);
+      add(32.0 * 128 * 128 * 4, true);
+    }
+    add(4096.0 * 2048 * q8, true);
+    add(2048.0 * 256 * 4 + 2.0 * 2048 * 512 * q8, true);
+    add(8 * 2.0 * 2048 * 512 * q4k, false);
+    add(8 * 512.0 * 2048 * q5k + 512.0 * 2048 * q8, true);
+  }
+  add(2048.0 * 248320 * q6k, true);
+  add(0, true);
+  return list;
+}
+
+// The same ops as 16-byte rows: each op's bytes split evenly over the blocks (session
+// 16's layout), to tell row granularity apart from the rest.
+std::vector<Op> as_byte_rows(std::vector<Op> list) {
+  for (Op& op : list) op.rows = op.bytes / 16, op.row_bytes = 16, op.in = 4, op.type = DType::F32;
+  return list;
+}
+
+int barrier_count_of(const std::vector<Op>& list) {
+  int n = 0;
+  for (const Op& op : list) n += !(op.flags & kJoinNext);
+  return n;
 }
 
 }  // namespace
@@ -222,52 +438,126 @@ int main() {
   std::printf("%s, %d SMs; %d blocks of %d threads, a ring of %d KB\n", prop.name, blocks, blocks, kThreads,
               kRingBytes / 1024);
   const std::vector<Op> step = flagship_step(false), bare = flagship_step(true);
-  const uint64_t span = step.back().offset + step.back().bytes + 256;
+  const uint64_t span = step.back().offset + step.back().bytes + 512;
+  const uint32_t outputs = step.back().y + step.back().rows + 256;
   uint8_t* weights = nullptr;
   unsigned* sink = nullptr;
-  if (!ok(cudaMalloc(&weights, span), "cudaMalloc") || !ok(cudaMalloc(&sink, 4096), "cudaMalloc")) return 1;
-  cudaMemset(weights, 1, span);
+  float *y = nullptr, *y_ref = nullptr;
+  if (!ok(cudaMalloc(&weights, span), "cudaMalloc") || !ok(cudaMalloc(&sink, 4096), "cudaMalloc") ||
+      !ok(cudaMalloc(&y, outputs * 4), "cudaMalloc") || !ok(cudaMalloc(&y_ref, outputs * 4), "cudaMalloc"))
+    return 1;
+  fill_kernel<<<4 * blocks, 256>>>(weights, span);
+  cudaMemset(y, 0, outputs * 4);
+  std::vector<float> act(kMaxStaged);
+  for (int i = 0; i < kMaxStaged; ++i) act[i] = 0.5f * std::sin(0.37f * i) + 0.01f * (i % 7);
+  cudaMemcpyToSymbol(activations, act.data(), act.size() * sizeof(float));
+  const int kSmem = kRingBytes + kMaxStaged * 4 + static_cast<int>(step.size() * sizeof(Op));
   cudaEvent_t a, z;
   cudaEventCreate(&a), cudaEventCreate(&z);
-  const auto run = [&](const void* kernel, const std::vector<Op>& list, int barriers, int ahead, int n_steps) {
+  const auto run = [&](const void* kernel, const std::vector<Op>& list, int barriers, int ahead, int dots,
+                       int n_steps) {
     cudaMemcpyToSymbol(ops, list.data(), list.size() * sizeof(Op));
     const unsigned zero = 0;
     cudaMemcpyToSymbol(arrivals, &zero, sizeof zero);
     int n_ops = static_cast<int>(list.size());
-    void* args[] = {&weights, &n_ops, &n_steps, &barriers, &ahead, &sink};
+    void* args[] = {&weights, &n_ops, &n_steps, &barriers, &ahead, &dots, &y, &sink};
     cudaEventRecord(a);
-    const bool launched = ok(
-        cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(kThreads), args, kRingBytes, nullptr), "launch");
+    const bool launched =
+        ok(cudaLaunchCooperativeKernel(kernel, dim3(blocks), dim3(kThreads), args, kSmem, nullptr),
+           "launch");
     cudaEventRecord(z);
     if (!launched || !ok(cudaEventSynchronize(z), "run")) return -1.0;
     float ms = 0;
     cudaEventElapsedTime(&ms, a, z);
     return static_cast<double>(ms) / n_steps;
   };
-  const int n = static_cast<int>(step.size());
+  const int n = barrier_count_of(step);
   const double bytes = total_bytes(step);
-  std::printf("the step: %d ops, %.3f GB (3x llama.cpp needs 1.51 ms per token on an H100, 1.44 on an H200)\n", n, bytes / 1e9);
+  std::printf("the step: %zu ops, %d barriers, %.3f GB (3x llama.cpp needs 1.51 ms per token on an H100, 1.44 on an H200)\n",
+              step.size(), n, bytes / 1e9);
   const void* kernels[] = {reinterpret_cast<const void*>(step_kernel<4>), reinterpret_cast<const void*>(step_kernel<8>)};
   const int slots[] = {4, 8};
   for (int k = 0; k < 2; ++k) {
-    if (!ok(cudaFuncSetAttribute(kernels[k], cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes), "smem"))
-      return 1;
-    std::printf("-- %d slots of %d KB\n", slots[k], kRingBytes / slots[k] / 1024);
-    run(kernels[k], step, kCounting, 1, 1);  // warm-up
-    const double stream_ms = run(kernels[k], step, kNone, 0, steps);
-    std::printf("bytes alone (no barriers):        %.3f ms per step, %.2f TB/s\n", stream_ms, bytes / (stream_ms * 1e9));
-    for (const int barrier : {kGeneration, kCounting, kSplit}) {
-      const char* names[] = {"", "generation", "counting", "split"};
-      const char* name = names[barrier];
-      const double bare_ms = run(kernels[k], bare, barrier, 0, steps);
-      std::printf("%-10s barriers alone:        %.3f ms per step, %.2f us per barrier\n", name, bare_ms,
-                  bare_ms * 1e3 / n);
-      for (const int ahead : {0, 1, 2, kMaxOps}) {
-        const double ms = run(kernels[k], step, barrier, ahead, steps);
-        std::printf("%-10s, fetching %3d ops ahead: %.3f ms per step, %.2f TB/s\n", name, ahead, ms,
-                    bytes / (ms * 1e9));
-      }
+    if (!ok(cudaFuncSetAttribute(kernels[k], cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), "smem")) return 1;
+  }
+  std::printf("-- bytes only, 4 slots of 48 KB\n");
+  run(kernels[0], step, kSplit, 1, 0, 1);  // warm-up
+  const double stream_ms = run(kernels[0], step, kNone, 0, 0, steps);
+  std::printf("bytes alone (no barriers):        %.3f ms per step, %.2f TB/s\n", stream_ms, bytes / (stream_ms * 1e9));
+  for (const int ahead : {0, 1, 2}) {
+    const double ms = run(kernels[0], step, kSplit, ahead, 0, steps);
+    std::printf("split     , fetching %3d ops ahead: %.3f ms per step, %.2f TB/s\n", ahead, ms, bytes / (ms * 1e9));
+  }
+  const std::vector<Op> byte_rows = as_byte_rows(step);
+  for (const int ahead : {0, 1, 2}) {
+    const double ms = run(kernels[0], byte_rows, kSplit, ahead, 0, steps);
+    std::printf("split, 16-byte rows, %d ops ahead: %.3f ms per step, %.2f TB/s\n", ahead, ms, bytes / (ms * 1e9));
+  }
+  const std::vector<Op> old_list = session16_step();
+  for (const int ahead : {0, 1, 2}) {
+    const double ms = run(kernels[0], old_list, kSplit, ahead, 0, steps);
+    std::printf("split, session 16's list, %d ahead: %.3f ms per step, %.2f TB/s\n", ahead, ms, total_bytes(old_list) / (ms * 1e9));
+  }
+  {
+    const double ms = run(kernels[0], byte_rows, kNone, 0, 0, steps);
+    std::printf("16-byte rows, no barriers:        %.3f ms per step, %.2f TB/s\n", ms, bytes / (ms * 1e9));
+  }
+  std::vector<Op> ref_ops = step;  // an op that keeps the last op's activations, with their staging
+  for (size_t i = 1; i < ref_ops.size(); ++i)
+    if (ref_ops[i].x_floats == 0)
+      ref_ops[i].x_floats = ref_ops[i - 1].x_floats,
+      ref_ops[i].flags = static_cast<uint8_t>((ref_ops[i].flags & ~kNormed) | (ref_ops[i - 1].flags & kNormed));
+  std::printf("-- the dot products alone, no barriers, by weight type (the step's ops of that type)\n");
+  for (const DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F32}) {
+    std::vector<Op> of_type;
+    for (const Op& op : ref_ops)
+      if (op.type == t && op.rows > 0) of_type.push_back(op), of_type.back().flags &= ~kRouted;
+    const double b = total_bytes(of_type), ms = run(kernels[0], of_type, kNone, 0, 1, steps);
+    std::printf("type %2u: %3zu ops, %.3f GB in %.3f ms, %.2f TB/s (bytes alone: %.3f ms)\n", static_cast<unsigned>(t),
+                of_type.size(), b / 1e9, ms, b / (ms * 1e9), run(kernels[0], of_type, kNone, 0, 0, steps));
+  }
+  for (int k = 0; k < 2; ++k) {
+    std::printf("-- with the dot products, %d slots of %d KB\n", slots[k], kRingBytes / slots[k] / 1024);
+    const double alone = run(kernels[k], step, kNone, 0, 1, steps);
+    std::printf("bytes + dots, no barriers:        %.3f ms per step, %.2f TB/s\n", alone, bytes / (alone * 1e9));
+    const double bare_ms = run(kernels[k], bare, kSplit, 0, 1, steps);
+    std::printf("split barriers + staging + norms + routing, no rows: %.3f ms per step (%.2f us per barrier)\n",
+                bare_ms, bare_ms * 1e3 / n);
+    for (const int ahead : {0, 1, 2, 3}) {
+      const double ms = run(kernels[k], step, kSplit, ahead, 1, steps);
+      std::printf("split     , fetching %3d ops ahead: %.3f ms per step, %.2f TB/s\n", ahead, ms, bytes / (ms * 1e9));
     }
   }
-  return ok(cudaGetLastError(), "launches") ? 0 : 1;
+  // Each kernel's outputs (one step, split barriers, 1 op ahead) against one warp per
+  // row from global memory.
+  int bad = 0;
+  double worst = 0;
+  for (int k = 0; k < 2; ++k) {
+    cudaMemset(y, 0, outputs * 4);
+    run(kernels[k], step, kSplit, 1, 1, 1);
+    for (size_t i = 0; i < step.size(); ++i) {
+      const Op& op = ref_ops[i];
+      if (op.rows == 0) continue;
+      reference_kernel<<<(op.rows + 7) / 8, 256>>>(op, weights, y_ref);
+      if (!ok(cudaDeviceSynchronize(), "reference")) return 1;
+      std::vector<float> got(op.rows), want(op.rows);
+      cudaMemcpy(got.data(), y + op.y, op.rows * 4, cudaMemcpyDeviceToHost);
+      cudaMemcpy(want.data(), y_ref + op.y, op.rows * 4, cudaMemcpyDeviceToHost);
+      double scale = 1e-30, err = 0;
+      uint32_t first_bad = op.rows;
+      for (uint32_t r = 0; r < op.rows; ++r) scale = std::fmax(scale, std::fabs(want[r]));
+      for (uint32_t r = 0; r < op.rows; ++r) {
+        const double e = std::isfinite(got[r]) ? std::fabs(got[r] - want[r]) : INFINITY;
+        if (e / scale >= 1e-4 && first_bad == op.rows) first_bad = r;
+        err = std::fmax(err, e);
+      }
+      worst = std::fmax(worst, err / scale);
+      if (first_bad < op.rows && bad++ < 4)
+        std::printf("  %d slots: op %zu (type %u, %u rows of %u, flags %u) row %u: %g, want %g\n", slots[k], i,
+                    static_cast<unsigned>(op.type), op.rows, op.in, op.flags, first_bad, got[first_bad], want[first_bad]);
+    }
+  }
+  std::printf("outputs against the reference, both rings: %d op outputs differ (worst %.2e of the op's largest)\n", bad,
+              worst);
+  return ok(cudaGetLastError(), "launches") && bad == 0 ? 0 : 1;
 }
