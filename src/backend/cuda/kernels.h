@@ -14,14 +14,17 @@
 
 namespace zinc::cuda {
 
-// y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 8
-// (weight-bandwidth bound); matmul_tiled for larger n (tensor cores).
-inline constexpr int64_t kMatvecMaxTokens = 8;
+// y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 5
+// (weight-bandwidth bound); matmul_tiled for larger n (tensor cores). The same bound
+// splits the MoE and shared-expert paths: from 6 tokens (6 sequences decoding) the
+// tensor-core kernels beat these, whose per-token activation loads grow with n
+// (PERFORMANCE.md, session 17).
+inline constexpr int64_t kMatvecMaxTokens = 5;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
-// y[i] = x · w[i]ᵀ for n <= 8, in one launch per weight type (F32 weights join any).
+// y[i] = x · w[i]ᵀ for n <= kMatvecMaxTokens, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
-// y[i] = x · w[i]ᵀ for n > 8: from kDenseGemmMinTokens tokens, the weights DenseGemm
+// y[i] = x · w[i]ᵀ for more tokens: from kDenseGemmMinTokens tokens, the weights DenseGemm
 // takes go through it (dense_gemm.h); below, Q8_0 / Q4_K / Q5_K weights of one type in
 // one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.
 // `scratch` holds matmul_batched_scratch_bytes(w, x) (x in f16, DenseGemm's f16
@@ -153,7 +156,7 @@ void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormali
 size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
 void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
                      const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s);
-// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kMatvecMaxTokens (8);
+// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kMatvecMaxTokens;
 // gate_logit {n} may be null (no gate). `inputs_settled`: g, u and gate_logit were
 // written before the previous kernel (moe_ffn_routed's pair), so all but the add into
 // y runs while that kernel finishes.

@@ -1,4 +1,4 @@
-// matvec (y = x·wᵀ for at most 8 tokens), several weights over the same x in one
+// matvec (y = x·wᵀ for at most kMatvecMaxTokens tokens), several weights over the same x in one
 // launch (matvec_many), and embed (rows of a table dequantized), all instantiated
 // for every weight type.
 #include <algorithm>

@@ -6,10 +6,11 @@
 #pragma once
 
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace zinc::cuda {
 
-inline constexpr int kMaxDotTokens = 8;
+inline constexpr int kMaxDotTokens = static_cast<int>(kMatvecMaxTokens);
 
 // Bytes of 256 consecutive elements (a "group": whole blocks of every type) of type T.
 template <DType T>
