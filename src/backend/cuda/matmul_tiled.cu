@@ -154,9 +154,11 @@ __global__ void split_sum_kernel(const __grid_constant__ SplitSumParams p, int64
 
 // F32 weights on the CUDA cores, in f32: a block takes 64 rows x 64 tokens over
 // one k-slice (4 x 4 outputs per thread, 16-k tiles through shared memory). The rows
-// are few (32 to 257 per call), so the launch splits k into up to 8 slices to fill
-// the GPU; the slices' partial sums are then added in a fixed order.
-constexpr int kF32Tile = 64, kF32K = 16, kF32MaxSplits = 8;
+// are few (32 to 257 per call), so the launch splits k into up to 32 slices to fill
+// the GPU (the router's 4 row tiles: 128 blocks; with 8 slices several-sequence decode
+// was 5% slower, PERFORMANCE.md session 17); the slices' partial sums are then added
+// in a fixed order.
+constexpr int kF32Tile = 64, kF32K = 16, kF32MaxSplits = 32;
 struct F32Weight {
   const float* w;  // {in, out}
   float* y;        // {out, n}
