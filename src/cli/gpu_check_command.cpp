@@ -156,7 +156,7 @@ class Checker {
 const DType kWeightTypes[] = {DType::F32,  DType::F16,    DType::BF16,  DType::Q8_0, DType::Q4_0, DType::Q4_1,
                               DType::Q5_0, DType::Q5_1,   DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K,
                               DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::IQ4_XS};
-const int64_t kTokenCounts[] = {1, 3, 5, 8, 33, 70};  // 5: the several-token matvec's last
+const int64_t kTokenCounts[] = {1, 2, 3, 5, 8, 33, 70};  // 1, 2 and 5: the matvec's kernels
 // The prefill attention kernel rounds the probabilities to f16 (Q keeps 22 bits as
 // two f16 parts; the caches are f16 already).
 constexpr double kAttentionF16Tol = 1e-3;

@@ -304,7 +304,7 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
   }
 }
 
-// N: 1 (single-sequence decode) or kMaxDotTokens (any n up to it).
+// N: the token count it is compiled for, n <= N (launch_for_tokens).
 template <DType T, int N>
 __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(const __grid_constant__ MatvecParams p) {
   extern __shared__ uint4 stage[];
@@ -345,6 +345,18 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
     }
   }
   launch_pdl_smem(matvec_kernel<T, N>, p.direct_blocks + staged_blocks, 32 * kWarps, smem, s, p);
+}
+
+// Kernels for 1, 2 and kMaxDotTokens tokens. One compiled for more tokens than it is
+// given still issues the others' instructions, predicated off: at 2 tokens the 5-token
+// kernel's threads were off for a third of them, and a kernel of its own measured +7%
+// at 2 sequences; kernels of their own for 3 and 4 tokens gained nothing (4: -2%;
+// PERFORMANCE.md, session 17).
+template <DType T>
+void launch_for_tokens(MatvecParams& p, cudaStream_t s) {
+  if (p.n == 1) launch_matvec<T, 1>(p, s);
+  else if (p.n == 2) launch_matvec<T, 2>(p, s);
+  else launch_matvec<T, kMaxDotTokens>(p, s);
 }
 
 struct EmbedParams {
@@ -417,8 +429,7 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
     }
     dispatch_weight_type(type, [&](auto t) {
       constexpr DType T = decltype(t)::value;
-      if (p.n == 1) launch_matvec<T, 1>(p, s);
-      else launch_matvec<T, kMaxDotTokens>(p, s);
+      launch_for_tokens<T>(p, s);
     });
     ZINC_CUDA_LAUNCHED("matvec");
   }
