@@ -17,7 +17,7 @@ namespace zinc::cuda {
 // y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 5
 // (weight-bandwidth bound); matmul_tiled for larger n (tensor cores). The same bound
 // splits the MoE and shared-expert paths: from 6 tokens (6 sequences decoding) the
-// tensor-core kernels beat these, whose per-token activation loads grow with n
+// tensor-core kernels beat these, whose loads and multiply-adds grow with every token
 // (PERFORMANCE.md, session 17).
 inline constexpr int64_t kMatvecMaxTokens = 5;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);

@@ -1,6 +1,6 @@
-// matvec (y = x·wᵀ for at most kMatvecMaxTokens tokens), several weights over the same x in one
-// launch (matvec_many), and embed (rows of a table dequantized), all instantiated
-// for every weight type.
+// matvec (y = x·wᵀ for at most kMatvecMaxTokens tokens), several weights over the
+// same x in one launch (matvec_many), and embed (rows of a table dequantized), all
+// instantiated for every weight type.
 #include <algorithm>
 #include <vector>
 
