@@ -21,6 +21,12 @@ bool one_token_each(const Batch& batch) {
     each = each && batch.seqs[i].count == 1 && batch.seqs[i].offset == static_cast<int64_t>(i);
   return each;
 }
+// Each sequence's `member` of its layer `layer` state (caches, states), in batch order.
+std::vector<Tensor> per_sequence(const Batch& batch, int layer, Tensor LayerState::*member) {
+  std::vector<Tensor> out;
+  for (const BatchSequence& s : batch.seqs) out.push_back(s.seq->layers[layer].*member);
+  return out;
+}
 }  // namespace
 
 Batch begin_forward(Backend& be, std::span<const SequenceChunk> chunks) {
@@ -141,12 +147,8 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
     else be.attention(qs, kc, vc, ps, scale, os);
   };
   if (one_token_each(batch)) {
-    std::vector<Tensor> kc, vc;
-    for (const BatchSequence& s : batch.seqs) {
-      kc.push_back(s.seq->layers[layer].k_cache);
-      vc.push_back(s.seq->layers[layer].v_cache);
-    }
-    run(qp, k, v, batch.pos, q, gate, o, kc, vc);
+    run(qp, k, v, batch.pos, q, gate, o, per_sequence(batch, layer, &LayerState::k_cache),
+        per_sequence(batch, layer, &LayerState::v_cache));
   } else {
     for (const BatchSequence& s : batch.seqs) {
       const LayerState& state = s.seq->layers[layer];
@@ -167,12 +169,8 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
   const Tensor z = proj[1].reshape({dv, H, n});
   Tensor y = be.scratch(DType::F32, {dv, H, n});
   if (one_token_each(batch)) {  // a decode step of several sequences: one call
-    std::vector<Tensor> conv, delta;
-    for (const BatchSequence& s : batch.seqs) {
-      conv.push_back(s.seq->layers[layer].conv);
-      delta.push_back(s.seq->layers[layer].delta);
-    }
-    be.gated_delta_net_core(qkv, w.conv, conv, a, b, w.dt_bias, w.a_neg, 1e-6f, delta, z, w.norm, opt.norm_eps, y);
+    be.gated_delta_net_core(qkv, w.conv, per_sequence(batch, layer, &LayerState::conv), a, b, w.dt_bias, w.a_neg,
+                            1e-6f, per_sequence(batch, layer, &LayerState::delta), z, w.norm, opt.norm_eps, y);
   } else {
     for (const BatchSequence& s : batch.seqs) {
       const auto& st = s.seq->layers[layer];
