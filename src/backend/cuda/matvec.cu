@@ -12,16 +12,18 @@ namespace zinc::cuda {
 namespace {
 
 // Weights whose rows are 16-byte aligned (nearly all) are streamed: the staged
-// blocks' warps form teams of `team` warps, a team owns whole rows (rows t, t + T,
-// ... of the launch's staged rows for T teams), and each warp of a team pulls its
-// share of those rows through its own ring of kStages shared-memory slots with
-// bulk copies (warp_stream.cuh), kStages - 1 slots in flight while it computes on
-// one. A slot holds a chunk of kStageGroups 256-element groups of a row.
+// blocks' warps form teams of `team` warps, a team owns whole rows of the launch's
+// staged rows, and each warp of a team pulls its share of those rows through its
+// own ring of kStages shared-memory slots with bulk copies (warp_stream.cuh),
+// kStages - 1 slots in flight while it computes on one. A slot holds a chunk of
+// kStageGroups 256-element groups of a row.
 //
 // For one token, a team has a warp per chunk of the row, so each warp's activations
 // (one chunk) stay in its lanes' registers for all its rows, and the team adds its
-// partial dot products in a fixed order. For several tokens a warp walks every
-// chunk of its rows and reads the activations from memory.
+// partial dot products in a fixed order; team t owns a run of consecutive rows
+// (+1% a decode step against rows t, t + T, ... for T teams). For several tokens a
+// warp walks every chunk of its rows t, t + T, ... (a run of rows was 1.4% slower
+// at two tokens) and reads the activations from memory. PERFORMANCE.md, session 18.
 //
 // The grid holds as many staged blocks as fit on the GPU at once, so a launch is
 // one wave that keeps loading until its last rows. The first copies are issued
@@ -140,8 +142,9 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   __shared__ float part[2][2][kWarps];  // [row pair parity][row of the pair][warp]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_groups = p.in / 256, team = p.team, member = warp % team, c = member;
-  const int first = ((blockIdx.x - p.direct_blocks) * kWarps + warp) / team;
-  const int rows = first < p.staged_rows ? (p.staged_rows - 1 - first) / p.teams + 1 : 0;
+  const int team_id = ((blockIdx.x - p.direct_blocks) * kWarps + warp) / team;
+  const int per = (p.staged_rows + p.teams - 1) / p.teams, first = team_id * per;
+  const int rows = first < p.staged_rows ? min(per, p.staged_rows - first) : 0;
   // A member past the row's last chunk computes nothing but meets its team.
   const bool idle = c * kStageGroups >= n_groups;
   const int groups = idle ? 0 : min(kStageGroups, n_groups - c * kStageGroups);
@@ -151,7 +154,7 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
     stream.issue(i, fetch.chunk(p, c, kSlot), bytes);
-    fetch.next(p, p.teams);
+    fetch.next(p, 1);
   };
   issue(0);
   issue(1);
@@ -203,10 +206,10 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
       }
     }
     if (lane == 0 && member == 0) work.store(p, 0, sum[0]);
-    work.next(p, p.teams);
+    work.next(p, 1);
     if (two) {
       if (lane == 0 && member == 0) work.store(p, 0, sum[1]);
-      work.next(p, p.teams);
+      work.next(p, 1);
     }
   }
 }
