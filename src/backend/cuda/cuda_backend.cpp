@@ -718,7 +718,7 @@ class CudaBackend final : public Backend {
     void* ab = fused ? nullptr : arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, act_t));
     submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=, dense = dense_.get()](cudaStream_t s) {
       if (fused) {
-        cuda::shared_expert_add(g, u, down, gl, y, false, s);
+        cuda::shared_expert_add(g, u, down, gl, y, false, nullptr, 0, s);
         return;
       }
       cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
@@ -752,6 +752,11 @@ class CudaBackend final : public Backend {
       check(!shared->gate_logit || shared->gate_logit->n_elements() == n, "moe_block", "shared gate shape");
     }
     float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
+    // With a shared expert, its add sums the routed experts' parts (moe_down_part).
+    cuda::ExpertParts parts{};
+    if (shared)
+      parts = {static_cast<float*>(arena_.take(static_cast<size_t>(d * n * k) * sizeof(float))),
+               static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float)))};
     Key key(OpId::MoeBlock);
     key << x << logits << int64_t{k} << int64_t{renormalize} << gate << up << down << y;
     if (shared) key << shared->g << shared->u << shared->down << shared->gate_logit;
@@ -759,8 +764,9 @@ class CudaBackend final : public Backend {
     if (shared) se = {shared->g, shared->u, shared->down, nullptr};
     const float* gl = shared && shared->gate_logit ? shared->gate_logit->as<const float>() : nullptr;
     submit(key, [=](cudaStream_t s) {
-      cuda::moe_ffn_routed(x, logits, k, renormalize, gate, up, down, y, act, s);
-      if (!se.down.empty()) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, s);
+      const bool with_shared = !se.down.empty();
+      cuda::moe_ffn_routed(x, logits, k, renormalize, gate, up, down, y, act, with_shared ? &parts : nullptr, s);
+      if (with_shared) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, &parts, k, s);
     });
   }
 

@@ -146,10 +146,18 @@ void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormaliz
 size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k);
 void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
              const Tensor& weights, const Tensor& y, float* act, cudaStream_t s);
+// Each chosen expert's down output on its own, for an add that sums them
+// (shared_expert_add): sums {d, k, n} unweighted, weights {k, n}.
+struct ExpertParts {
+  float* sums;
+  float* weights;
+};
 // moe_route + moe_ffn in two launches for n <= kMatvecMaxTokens: the expert kernels
-// route from the logits {E, n} themselves. Same scratch as moe_ffn.
+// route from the logits {E, n} themselves. Same scratch as moe_ffn. With `parts`,
+// y is left alone and the experts' outputs go there instead.
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
-                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, cudaStream_t s);
+                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, const ExpertParts* parts,
+                    cudaStream_t s);
 // moe_ffn for n > kMatvecMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
@@ -160,7 +168,9 @@ void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, cons
 // gate_logit {n} may be null (no gate). `inputs_settled`: g, u and gate_logit were
 // written before the previous kernel (moe_ffn_routed's pair), so all but the add into
 // y runs while that kernel finishes.
+// With `parts` (k experts), y is not read: y = the parts' weighted sum, in expert
+// order, + the shared expert's output.
 void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const float* gate_logit, const Tensor& y,
-                       bool inputs_settled, cudaStream_t s);
+                       bool inputs_settled, const ExpertParts* parts, int k, cudaStream_t s);
 
 }  // namespace zinc::cuda

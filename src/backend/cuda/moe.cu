@@ -4,7 +4,10 @@
 // writes act = silu(gate_e·x)·(up_e·x) for them. down: a block takes a run of output
 // rows of one token and sums its k experts' rows · act in a fixed order, so the
 // result is deterministic and needs no atomics. Both stage their weight rows in
-// shared memory (expert_decode.cuh).
+// shared memory (expert_decode.cuh). With a shared expert, down_part replaces down:
+// a block takes a run of output rows of one (token, expert) pair, so it copies one
+// span and stages one act row instead of k, and the shared expert's add sums the
+// parts in the same order (PERFORMANCE.md, session 18: the step 4% faster).
 //
 // Routed from logits (moe_ffn_routed), each gate_up block finds its expert itself
 // (one warp's top-k of the logits) and so does each down block, which does it, and
@@ -298,11 +301,84 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
   }
 }
 
+// Each chosen expert's part on its own (the decode MoE with a shared expert, whose
+// add sums the parts): grid (d / rows, k, n); a block copies one span of one expert's
+// rows and stages that expert's act row alone. Writes the unweighted sums and, from
+// the first block of each (token, expert), the expert's weight.
+struct DownPartParams {
+  const uint8_t* down;  // {ff, d, E}
+  size_t row_bytes, span_slot;
+  Routing route;
+  const float* act;    // {ff, k, n}
+  ExpertParts parts;   // {d, k, n} sums, {k, n} weights
+  int d, ff, E, k, rows;
+  bool bulk;
+};
+
+template <DType T>
+__global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __grid_constant__ DownPartParams p) {
+  extern __shared__ uint4 smem[];
+  __shared__ int32_t ids[kMaxRouted];
+  __shared__ float weights[kMaxRouted];
+  __shared__ uint64_t bar;
+  const int t = blockIdx.z, j = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.d - r0);
+  const int pair = t * p.k + j;
+  if (p.route.logits) {
+    if (threadIdx.x < 32)
+      route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, p.k, p.route.renormalize, ids, weights);
+  } else {
+    pdl_begin();
+    if (threadIdx.x == 0) ids[j] = p.route.ids[pair], weights[j] = p.route.weights[pair];
+  }
+  __syncthreads();
+  auto* sm = reinterpret_cast<uint8_t*>(smem);
+  // A bad id reads expert 0 against its NaN act, so the token's output shows it.
+  const size_t e = ids[j] >= 0 && ids[j] < p.E ? static_cast<size_t>(ids[j]) : 0;
+  const uint8_t* src = p.down + (e * p.d + r0) * p.row_bytes;
+  const size_t bytes = nr * p.row_bytes;
+  const bool bulk = kBulkSpans && p.bulk;
+  const uint8_t* rows = sm;
+  if (bulk) {
+#if __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+      mbarrier_init(&bar);
+      mbarrier_expect(&bar, static_cast<uint32_t>(bytes));
+      bulk_copy(sm, src, static_cast<uint32_t>(bytes), &bar);
+    }
+#endif
+  } else {
+    rows = stage_span(sm, src, bytes);
+    cp_async_commit();
+  }
+  if (p.route.logits) pdl_begin();
+  const int chunks = p.ff / 4;
+  auto* xs = reinterpret_cast<float4*>(sm + p.span_slot);
+  const auto* act = reinterpret_cast<const float4*>(p.act + static_cast<int64_t>(pair) * p.ff);
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) xs[swizzled_chunk(c)] = __ldcg(act + c);
+  float* sums = reinterpret_cast<float*>(xs + chunks);
+  float* xsum = sums + p.rows;
+  if constexpr (kHasRunScales<T>) {
+    __syncthreads();
+    stage_run_sums(xs, 1, p.ff / 32, xsum);
+  }
+  wait_spans(bulk, &bar, false);
+  __syncthreads();
+  rows_dot_staged<T, 1>(
+      0, nr, p.ff, 1, 0,
+      [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
+        row = rows + i * p.row_bytes, xr = xs, xsr = xsum;
+      },
+      sums);
+  __syncthreads();
+  for (int r = threadIdx.x; r < nr; r += blockDim.x) p.parts.sums[static_cast<int64_t>(pair) * p.d + r0 + r] = sums[r];
+  if (blockIdx.x == 0 && threadIdx.x == 0) p.parts.weights[pair] = weights[j];
+}
+
 // Shared memory a kernel may take; rows per block shrink until it fits.
 constexpr size_t kSmemBudget = 96 * 1024;
 
 void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, int k,
-                    const Routing& route, const Tensor& y, float* act, cudaStream_t s) {
+                    const Routing& route, const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s) {
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
   const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
   const int n = static_cast<int>(x.rows());
@@ -361,6 +437,23 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
     launch_pdl_smem(moe_gate_up_kernel<T>, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
   });
   ZINC_CUDA_LAUNCHED("moe_gate_up");
+  if (parts) {
+    // 32 rows of one expert per block: 512 blocks on a 35B-A3B layer, as moe_down.
+    DownPartParams pp{dp.down, dp.row_bytes, 0, route, act, *parts, d, ff, E, k, std::min(32, d), dp.bulk};
+    auto part_smem = [&] { return pp.span_slot + (ff + pp.rows + down_runs) * sizeof(float); };
+    for (;; pp.rows /= 2) {
+      pp.span_slot = span_slot_bytes(pp.rows * pp.row_bytes);
+      if (part_smem() <= kSmemBudget) break;
+      if (pp.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
+    }
+    dispatch_weight_type(down.type, [&](auto type) {
+      constexpr DType T = decltype(type)::value;
+      allow_smem<moe_down_part_kernel<T>>(kSmemBudget);
+      launch_pdl_smem(moe_down_part_kernel<T>, dim3(ceil_div(d, pp.rows), k, n), kExpertThreads, part_smem(), s, pp);
+    });
+    ZINC_CUDA_LAUNCHED("moe_down_part");
+    return;
+  }
   dispatch_weight_type(down.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     allow_smem<moe_down_kernel<T>>(kSmemBudget);
@@ -385,12 +478,14 @@ size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k) { return static_
 void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
              const Tensor& weights, const Tensor& y, float* act, cudaStream_t s) {
   launch_experts(x, gate, up, down, static_cast<int>(ids.ne[0]),
-                 Routing{nullptr, ids.as<const int32_t>(), weights.as<const float>(), false}, y, act, s);
+                 Routing{nullptr, ids.as<const int32_t>(), weights.as<const float>(), false}, y, act, nullptr, s);
 }
 
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
-                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, cudaStream_t s) {
-  launch_experts(x, gate, up, down, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, s);
+                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, const ExpertParts* parts,
+                    cudaStream_t s) {
+  launch_experts(x, gate, up, down, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, parts,
+                 s);
 }
 
 }  // namespace zinc::cuda

@@ -18,7 +18,9 @@ struct SharedParams {
   const float* u;      // {ff, n}
   const float* logit;  // {1, n} or null
   float* y;            // {d, n}
+  ExpertParts parts;   // sums null: y holds the routed experts' sum
   int ff, d, n, rows;  // rows: output rows per block
+  int k;               // experts in parts
   bool inputs_settled;
 };
 
@@ -60,7 +62,14 @@ __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const
   for (int i = threadIdx.x; i < nr * p.n; i += blockDim.x) {
     const int t = i / nr, r = i % nr;
     const float gate = p.logit ? sigmoid(p.logit[t]) : 1.0f;
-    p.y[static_cast<int64_t>(t) * p.d + r0 + r] += gate * sums[r * kSharedMaxTokens + t];
+    float& y = p.y[static_cast<int64_t>(t) * p.d + r0 + r];
+    float routed = 0;  // as moe_down adds them
+    if (p.parts.sums)
+      for (int j = 0; j < p.k; ++j)
+        routed += p.parts.weights[t * p.k + j] * p.parts.sums[static_cast<int64_t>(t * p.k + j) * p.d + r0 + r];
+    else
+      routed = y;
+    y = routed + gate * sums[r * kSharedMaxTokens + t];
   }
 }
 
@@ -69,17 +78,19 @@ constexpr size_t kSmemBudget = 96 * 1024;
 }  // namespace
 
 void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const float* gate_logit, const Tensor& y,
-                       bool inputs_settled, cudaStream_t s) {
+                       bool inputs_settled, const ExpertParts* parts, int k, cudaStream_t s) {
   SharedParams p{static_cast<const uint8_t*>(down.data),
                  down.row_bytes(),
                  g.as<const float>(),
                  u.as<const float>(),
                  gate_logit,
                  y.as<float>(),
+                 parts ? *parts : ExpertParts{nullptr, nullptr},
                  static_cast<int>(down.ne[0]),
                  static_cast<int>(down.rows()),
                  static_cast<int>(g.rows()),
                  std::min<int>(16, static_cast<int>(down.rows())),
+                 k,
                  inputs_settled};
   if (p.ff % 32 != 0) throw std::invalid_argument("cuda shared_expert_add: rows not a multiple of 32 elements");
   // 16 rows per block: 128 blocks on a 2048-wide model, one per SM.
