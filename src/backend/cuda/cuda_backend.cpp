@@ -586,7 +586,7 @@ class CudaBackend final : public Backend {
     if (!cuda::gdn_core_supported(per_block)) {
       // Prefill and other shapes: the composition, a sequence at a time.
       for (int i = 0; i < n_seqs; ++i) {
-        const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, i, 1); };
+        const SeqSlice tok{n_seqs, i, 1};
         const int64_t m = n_seqs == 1 ? n : 1;
         const Tensor q = scratch(DType::F32, {dk, Hk, m}), k = scratch(DType::F32, {dk, Hk, m});
         const Tensor v = scratch(DType::F32, {dv, H, m}), g = scratch(DType::F32, {H, m});
@@ -606,8 +606,8 @@ class CudaBackend final : public Backend {
     check(a.ne[0] == H && a.rows() == n && b.n_elements() == a.n_elements() && dt_bias.ne[0] == H &&
               a_neg.ne[0] == H && norm_w.ne[0] == dv && norm_w.type == DType::F32,
           "gated_delta_net_core", "gate/norm shapes");
-    by_launch(n_seqs, cuda::kGdnCoreMaxSeqs, [&](int first, int m) {
-      const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
+    by_launch(n_seqs, cuda::kGdnCoreMaxSeqs, [&](const SeqSlice& tok) {
+      const int first = tok.first, m = tok.count;
       const Tensor qkv_i = tok(qkv, 1), a_i = tok(a, 1), b_i = tok(b, 1), z_i = tok(z, 2), y_i = tok(y, 2);
       cuda::GdnCoreShape sh_i = sh;
       if (n_seqs > 1) sh_i.n_tokens = m;
@@ -644,10 +644,9 @@ class CudaBackend final : public Backend {
                               rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr};
     const float* qn = q_norm ? q_norm->as<const float>() : nullptr;
     const float* kn = k_norm ? k_norm->as<const float>() : nullptr;
-    by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](int first, int m) {
-      const auto tok = [&](const Tensor& t, int dim) { return n_seqs == 1 ? t : t.slice(dim, first, m); };
-      const Tensor qp_i = tok(qp, 2), k_i = tok(k, 2), v_i = tok(v, 2), q_i = tok(q, 2);
-      const Tensor pos_i = n_seqs == 1 ? pos : pos.slice(0, first, m);
+    by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](const SeqSlice& tok) {
+      const int first = tok.first, m = tok.count;
+      const Tensor qp_i = tok(qp, 2), k_i = tok(k, 2), v_i = tok(v, 2), q_i = tok(q, 2), pos_i = tok(pos, 0);
       const Tensor gate_i = gate ? tok(*gate, 2) : Tensor{};
       float* g = gate ? gate_i.as<float>() : nullptr;
       cuda::AttentionShape sh_i = sh;
@@ -675,13 +674,20 @@ class CudaBackend final : public Backend {
             op, "the caches are F16 {D, Hkv, n_ctx}, all of one shape");
     return static_cast<int>(k_caches.size());
   }
+  // Sequences [first, first + count) of a call over n_seqs one-token sequences: a
+  // tensor's slice along its token dimension (one sequence's tokens: the whole tensor).
+  struct SeqSlice {
+    int n_seqs, first, count;
+    Tensor operator()(const Tensor& t, int dim) const { return n_seqs == 1 ? t : t.slice(dim, first, count); }
+  };
   // A call over several one-token sequences runs as launches of at most `max` of them
-  // (their states' pointers ride in the kernel's parameters): f(first, count) each;
-  // one sequence's tokens: one launch.
+  // (their states' pointers ride in the kernel's parameters): f(SeqSlice) each; one
+  // sequence's tokens: one launch.
   template <class F>
   static void by_launch(int n_seqs, int max, F&& f) {
     const int per_launch = n_seqs == 1 ? 1 : max;
-    for (int first = 0; first < n_seqs; first += per_launch) f(first, std::min(per_launch, n_seqs - first));
+    for (int first = 0; first < n_seqs; first += per_launch)
+      f(SeqSlice{n_seqs, first, std::min(per_launch, n_seqs - first)});
   }
   // The data of tensors [first, first + m) (one launch's sequences' states), each also
   // added to the launch's key.
@@ -798,10 +804,10 @@ class CudaBackend final : public Backend {
       return;
     }
     check(cuda::attention_split_supported(sh), "attention", "head_dim must be 32, 64, 128 or 256");
-    by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](int first, int m) {
-      const auto tok = [&](const Tensor& t) { return n_seqs == 1 ? t : t.slice(2, first, m); };
-      const Tensor q_i = tok(q), y_i = tok(y), pos_i = n_seqs == 1 ? pos : pos.slice(0, first, m);
-      const Tensor gate_i = gate ? tok(*gate) : Tensor{};
+    by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](const SeqSlice& tok) {
+      const int first = tok.first, m = tok.count;
+      const Tensor q_i = tok(q, 2), y_i = tok(y, 2), pos_i = tok(pos, 0);
+      const Tensor gate_i = gate ? tok(*gate, 2) : Tensor{};
       const float* g = gate ? gate_i.as<const float>() : nullptr;
       cuda::AttentionShape sh_i = sh;
       if (n_seqs > 1) sh_i.n_tokens = m;
