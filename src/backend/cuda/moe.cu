@@ -37,10 +37,11 @@ __device__ __forceinline__ float key_value(uint32_t k) {
 
 // One warp: moe_route for one token, logits {E} -> ids, weights {k} (the k largest
 // logits, ties to the lower expert; weights may be null). Expert e is held by lane
-// e % 32. Not inlined: one copy serves every kernel instance of this file.
-__device__ __noinline__ void route_warp(const float* logits, int E, int k, bool renormalize, int32_t* ids,
-                                        float* weights) {
-  constexpr int kPerLane = kMaxRouterExperts / 32;
+// e % 32, kPerLane experts a lane. Not inlined: one copy serves every kernel instance
+// of this file.
+template <int kPerLane>
+__device__ __noinline__ void route_warp_of(const float* logits, int E, int k, bool renormalize, int32_t* ids,
+                                           float* weights) {
   const int lane = threadIdx.x % 32;
   uint32_t key[kPerLane];
   uint32_t top = 0;
@@ -75,6 +76,13 @@ __device__ __noinline__ void route_warp(const float* logits, int E, int k, bool 
     if (lane == 0) ids[j] = static_cast<int32_t>(id);
   }
   if (weights && lane < k) weights[lane] = my_p / (renormalize ? chosen : sum);
+}
+
+// Up to 256 experts (the flagship's) scan 8 keys a lane each round instead of 16.
+__device__ __forceinline__ void route_warp(const float* logits, int E, int k, bool renormalize, int32_t* ids,
+                                           float* weights) {
+  if (E <= 256) return route_warp_of<8>(logits, E, k, renormalize, ids, weights);
+  route_warp_of<kMaxRouterExperts / 32>(logits, E, k, renormalize, ids, weights);
 }
 
 // One warp per token.
