@@ -750,7 +750,16 @@ void check_ops(Checker& c) {
     c.report("gated_delta_rule y" + sn, c.rel_err(dy), delta_rule_tol(n));
     c.report("gated_delta_rule state" + sn, c.rel_err(st), delta_rule_tol(n));
 
-    // MoE: routing, then the experts in the benchmark file's types and two others.
+    // MoE: routing (expert counts on both sides of route_warp's 256), then the experts
+    // in the benchmark file's types and two others.
+    for (const int64_t re : {48, 100, 256, 512}) {
+      auto rl = c.f32({re, n}, c.randn(re * n, 2.0f));
+      auto rids = c.out({8, n}, DType::I32), rw = c.out({8, n});
+      c.cpu().moe_route(rl.cpu, 8, true, rids.cpu, rw.cpu), c.gpu().moe_route(rl.gpu, 8, true, rids.gpu, rw.gpu);
+      const std::string of = " of " + std::to_string(re);
+      c.report("moe_route ids" + of + sn, c.mismatches_i32(rids), 0);
+      c.report("moe_route weights" + of + sn, c.rel_err(rw), kTol);
+    }
     const int64_t E = 16, kk = 4, dm = 256, ffe = 256;
     auto logits = c.f32({E, n}, c.randn(E * n, 2.0f));
     auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
