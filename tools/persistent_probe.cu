@@ -210,6 +210,19 @@ __device__ uint32_t route_shift_of(const float* router) {
   return id_sum > 100000 ? 256 : 0;
 }
 
+// The last op whose copies may be issued while op `consuming` is consumed: the ops
+// joined to it, then up to `ahead` barriers further (every op without barriers).
+__device__ int last_fetchable(const Op* table, int n_ops, int total, int consuming, int barriers, int ahead) {
+  int last = barriers ? consuming : total - 1, crossed = 0;
+  while (last + 1 < total) {
+    const bool joined = table[last % n_ops].flags & kJoinNext, prefetch = table[(last + 1) % n_ops].flags & kPrefetch;
+    if (!prefetch || (!joined && crossed == ahead)) break;
+    crossed += !joined;
+    ++last;
+  }
+  return last;
+}
+
 template <int kSlots>
 __global__ void __launch_bounds__(kThreads, 1)
     step_kernel(uint8_t* weights, int n_ops, int steps, int barriers, int ahead, int dots, float* y, unsigned* sink) {
@@ -240,16 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   bool staged_int8 = false, staged_normed = false;
   int8_t* xq = reinterpret_cast<int8_t*>(xs);                   // mode 2: int8 activations
   float* xq_scale = xs + kMaxStaged / 4;                         // and their scales, after them
-  // Thread 0 fills free slots with chunks up to the last op it may fetch now: the ops
-  // joined to the one consumed, then up to `ahead` barriers further.
+  // Thread 0 fills free slots with chunks up to the last op it may fetch now.
   const auto issue = [&](int consuming) {
-    int last = barriers ? consuming : total - 1, crossed = 0;
-    while (last + 1 < total) {
-      const bool joined = table[last % n_ops].flags & kJoinNext, prefetch = table[(last + 1) % n_ops].flags & kPrefetch;
-      if (!prefetch || (!joined && crossed == ahead)) break;
-      crossed += !joined;
-      ++last;
-    }
+    const int last = last_fetchable(table, n_ops, total, consuming, barriers, ahead);
     while (issued < consumed + kSlots && issue_op <= last) {
       uint32_t row0, len;
       uint64_t start;
@@ -473,13 +479,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t acc = 0;
   // Lane 0 fills the warp's free slots with its items up to the last op it may fetch.
   const auto issue = [&](int consuming) {
-    int last = barriers ? consuming : total - 1, crossed = 0;
-    while (last + 1 < total) {
-      const bool joined = table[last % n_ops].flags & kJoinNext, prefetch = table[(last + 1) % n_ops].flags & kPrefetch;
-      if (!prefetch || (!joined && crossed == ahead)) break;
-      crossed += !joined;
-      ++last;
-    }
+    const int last = last_fetchable(table, n_ops, total, consuming, barriers, ahead);
     while (issued < consumed + kWarpSlots && iop <= last) {
       const Op& o = table[iop % n_ops];
       const Layout l = layout_of<kWarpSlotBytes>(o);

@@ -386,6 +386,16 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __g
 // Shared memory a kernel may take; rows per block shrink until it fits.
 constexpr size_t kSmemBudget = 96 * 1024;
 
+// Halves a launch's rows per block until smem() (which reads rows and span_slot) fits.
+template <class Params, class Smem>
+void fit_rows(Params& p, const Smem& smem) {
+  for (;; p.rows /= 2) {
+    p.span_slot = span_slot_bytes(p.rows * p.row_bytes);
+    if (smem() <= kSmemBudget) return;
+    if (p.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
+  }
+}
+
 void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, int k,
                     const Routing& route, const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s) {
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
@@ -416,11 +426,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                  spans_bulk_copyable({gate.data, up.data}, gate.row_bytes())};
   const int gate_up_runs = has_run_scales(gate.type) ? d / 32 : 0;
   auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows + gate_up_runs) * sizeof(float); };
-  for (;; g.rows /= 2) {
-    g.span_slot = span_slot_bytes(g.rows * g.row_bytes);
-    if (gate_up_smem() <= kSmemBudget) break;
-    if (g.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
-  }
+  fit_rows(g, gate_up_smem);
   DownParams dp{static_cast<const uint8_t*>(down.data),
                 down.row_bytes(),
                 0,
@@ -435,11 +441,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                 spans_bulk_copyable({down.data}, down.row_bytes())};
   const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
   auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows + down_runs) * sizeof(float); };
-  for (;; dp.rows /= 2) {
-    dp.span_slot = span_slot_bytes(dp.rows * dp.row_bytes);
-    if (down_smem() <= kSmemBudget) break;
-    if (dp.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
-  }
+  fit_rows(dp, down_smem);
   dispatch_weight_type(gate.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     allow_smem<moe_gate_up_kernel<T>>(kSmemBudget);
@@ -450,11 +452,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
     // 32 rows of one expert per block: 512 blocks on a 35B-A3B layer, as moe_down.
     DownPartParams pp{dp.down, dp.row_bytes, 0, route, act, *parts, d, ff, E, k, std::min(32, d), dp.bulk};
     auto part_smem = [&] { return pp.span_slot + (ff + pp.rows + down_runs) * sizeof(float); };
-    for (;; pp.rows /= 2) {
-      pp.span_slot = span_slot_bytes(pp.rows * pp.row_bytes);
-      if (part_smem() <= kSmemBudget) break;
-      if (pp.rows == 1) throw std::invalid_argument("cuda moe_ffn: expert rows too long for shared memory");
-    }
+    fit_rows(pp, part_smem);
     dispatch_weight_type(down.type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
       allow_smem<moe_down_part_kernel<T>>(kSmemBudget);
