@@ -210,6 +210,16 @@ __device__ uint32_t route_shift_of(const float* router) {
   return id_sum > 100000 ? 256 : 0;
 }
 
+// The counting grid barrier's halves (thread 0 of each block): a release add, then
+// acquire polls until every block of this round has arrived.
+__device__ void grid_arrive() { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory"); }
+__device__ void grid_wait(unsigned target) {
+  unsigned seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(&arrivals) : "memory");
+  } while (seen < target);
+}
+
 // The last op whose copies may be issued while op `consuming` is consumed: the ops
 // joined to it, then up to `ahead` barriers further (every op without barriers).
 __device__ int last_fetchable(const Op* table, int n_ops, int total, int consuming, int barriers, int ahead) {
@@ -362,12 +372,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncthreads();
       target += gridDim.x;
       if (threadIdx.x == 0) {
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory");
+        grid_arrive();
         issue(op);
-        unsigned seen;
-        do {
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(&arrivals) : "memory");
-        } while (seen < target);
+        grid_wait(target);
       }
       __syncthreads();
     }
@@ -580,13 +587,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (barriers == kSplit) {
       __syncthreads();
       target += gridDim.x;
-      if (threadIdx.x == 0) {
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory");
-        unsigned seen;
-        do {
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(&arrivals) : "memory");
-        } while (seen < target);
-      }
+      if (threadIdx.x == 0) grid_arrive(), grid_wait(target);
       __syncthreads();
     }
   }
