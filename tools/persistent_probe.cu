@@ -210,6 +210,25 @@ __device__ uint32_t route_shift_of(const float* router) {
   return id_sum > 100000 ? 256 : 0;
 }
 
+// The first `staged` activations from L2 into x4 as swizzled chunks when `store`,
+// RMS-normalised there when `normed` (as a fused norm would); returns the norm's scale
+// (1 when not normed). A block's threads together; block_sum is its barrier.
+__device__ float stage_activations(float4* x4, uint32_t staged, bool store, bool normed, float* red) {
+  float ss = 0;
+  for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(activations) + i);
+    if (store) x4[zc::swizzled_chunk(static_cast<int>(i))] = v;
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  const float scale = normed ? rsqrtf(zc::block_sum(ss, red) / staged + 1e-6f) : 1.0f;
+  if (store && normed)
+    for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
+      float4& v = x4[i];
+      v.x *= scale, v.y *= scale, v.z *= scale, v.w *= scale;
+    }
+  return scale;
+}
+
 // The counting grid barrier's halves (thread 0 of each block): a release add, then
 // acquire polls until every block of this round has arrived.
 __device__ void grid_arrive() { asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&arrivals) : "memory"); }
@@ -308,24 +327,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (o.x_floats) staged = o.x_floats, staged_normed = o.flags & kNormed;
         staged_int8 = as_int8;
         float4* x4 = reinterpret_cast<float4*>(xs);
-        float ss = 0;
-        for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(activations) + i);
-          if (!as_int8) x4[zc::swizzled_chunk(static_cast<int>(i))] = v;
-          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-        const float scale = staged_normed ? rsqrtf(zc::block_sum(ss, red) / staged + 1e-6f) : 1.0f;
+        const float scale = stage_activations(x4, staged, !as_int8, staged_normed, red);
         if (as_int8) {
           // A warp's 32 lanes take one 32-element block (staged is a multiple of 32).
           for (uint32_t i = threadIdx.x; i < staged; i += kThreads) {
             const float v = __ldcg(activations + i) * scale, d = zc::warp_max(fabsf(v)) / 127.0f;
             xq[i] = static_cast<int8_t>(d > 0 ? __float2int_rn(v / d) : 0);
             if (lane == 0) xq_scale[i / 32] = d;
-          }
-        } else if (staged_normed) {
-          for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
-            float4& v = x4[i];
-            v.x *= scale, v.y *= scale, v.z *= scale, v.w *= scale;
           }
         }
         __syncthreads();
@@ -522,18 +530,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (o.x_floats) {
         staged = o.x_floats, staged_normed = o.flags & kNormed;
         float4* x4 = reinterpret_cast<float4*>(xs);
-        float ss = 0;
-        for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(activations) + i);
-          x4[zc::swizzled_chunk(static_cast<int>(i))] = v;
-          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-        const float scale = staged_normed ? rsqrtf(zc::block_sum(ss, red) / staged + 1e-6f) : 1.0f;
-        if (staged_normed)
-          for (uint32_t i = threadIdx.x; i < staged / 4; i += kThreads) {
-            float4& v = x4[i];
-            v.x *= scale, v.y *= scale, v.z *= scale, v.w *= scale;
-          }
+        stage_activations(x4, staged, true, staged_normed, red);
         __syncthreads();
         zc::stage_run_sums(x4, static_cast<int>(staged / o.in), static_cast<int>(o.in / 32), xsum);
       }
