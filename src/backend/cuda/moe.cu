@@ -313,15 +313,9 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
 // Each chosen expert's part on its own (the decode MoE with a shared expert, whose
 // add sums the parts): grid (d / rows, k, n); a block copies one span of one expert's
 // rows and stages that expert's act row alone. Writes the unweighted sums and, from
-// the first block of each (token, expert), the expert's weight.
-struct DownPartParams {
-  const uint8_t* down;  // {ff, d, E}
-  size_t row_bytes, span_slot;
-  Routing route;
-  const float* act;    // {ff, k, n}
-  ExpertParts parts;   // {d, k, n} sums, {k, n} weights
-  int d, ff, E, k, rows;
-  bool bulk;
+// the first block of each (token, expert), the expert's weight; y is not used.
+struct DownPartParams : DownParams {
+  ExpertParts parts;  // {d, k, n} sums, {k, n} weights
 };
 
 template <DType T>
@@ -450,7 +444,8 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
   ZINC_CUDA_LAUNCHED("moe_gate_up");
   if (parts) {
     // 32 rows of one expert per block: 512 blocks on a 35B-A3B layer, as moe_down.
-    DownPartParams pp{dp.down, dp.row_bytes, 0, route, act, *parts, d, ff, E, k, std::min(32, d), dp.bulk};
+    DownPartParams pp{dp, *parts};
+    pp.rows = std::min(32, d);
     auto part_smem = [&] { return pp.span_slot + (ff + pp.rows + down_runs) * sizeof(float); };
     fit_rows(pp, part_smem);
     dispatch_weight_type(down.type, [&](auto type) {
