@@ -3,6 +3,8 @@
 // (RMS norm and rope of k, then k and v rounded into the F16 caches). A decode step
 // ran these as seven small kernels (two slices, two norms, two ropes, kv_store).
 // Each block holds its head's row in shared memory: rope pairs dims across threads.
+// Only the loads of the head's row and of the gate or v wait for the previous kernel:
+// the position, the rope's angles and the norm's weights come before the wait.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -13,6 +15,7 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kMaxHeadDim = 512;
+constexpr int kPerThread = kMaxHeadDim / kThreads;  // dims of a head each thread holds
 
 struct PrepareParams {
   const float* qp;      // {2D, Hq, n} (query then gate per head) with gate, else {D, Hq, n}
@@ -42,52 +45,76 @@ __device__ __forceinline__ __half* v_cache_of(const PrepareSeqsParams& p, int t)
 
 template <class Params>
 __global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __grid_constant__ Params p) {
-  pdl_begin();
   __shared__ float row[kMaxHeadDim];
   __shared__ float red[32];
   const int t = blockIdx.x, h = blockIdx.y, D = p.D;
   const bool is_q = h < p.Hq;
-  const int position = p.pos[t];
-  if (!is_q && (position < 0 || position >= p.n_ctx)) return;
   const int64_t head = is_q ? static_cast<int64_t>(t) * p.Hq + h : static_cast<int64_t>(t) * p.Hkv + (h - p.Hq);
   const float* src = is_q ? p.qp + head * (p.gate ? 2 * D : D) : p.k + head * D;
   const float* w = is_q ? p.q_norm : p.k_norm;
 
-  float ss = 0;
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    const float x = src[d];
-    row[d] = x;
-    ss += x * x;
-  }
-  const float total = block_sum(ss, red);  // also the barrier before rows are reread
-  if (w) {
-    const float inv = rsqrtf(total / D + p.eps);
-    for (int d = threadIdx.x; d < D; d += kThreads) row[d] = row[d] * inv * w[d];
-  }
-  __syncthreads();
-
+  // ---- before the wait: what no kernel of the step writes. The positions were copied
+  // in before the step's first kernel; with them the rope's angles, and the norm's weights.
+  const int position = p.pos[t];
   const int half = p.n_rot / 2;
-  for (int d = threadIdx.x; d < D; d += kThreads) {
-    float out = row[d];
+  float wv[kPerThread], cs[kPerThread], sn[kPerThread];
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int d = threadIdx.x + u * kThreads;
+    wv[u] = w && d < D ? w[d] : 1.0f;
+    cs[u] = 1.0f, sn[u] = 0.0f;
     if (d < p.n_rot) {
       // Same frequency and angle arithmetic as the rope kernel (elementwise.cu).
       const int j = p.neox ? d % half : d / 2;
-      const int i0 = p.neox ? j : 2 * j, i1 = p.neox ? j + half : 2 * j + 1;
       double f = pow(p.theta, -2.0 * j / p.n_rot) * p.freq_scale;
       if (p.freq_factors) f /= p.freq_factors[j];
-      const float ang = static_cast<float>(position) * static_cast<float>(f);
-      float sn, cs;
-      sincosf(ang, &sn, &cs);
+      float s_, c_;
+      sincosf(static_cast<float>(position) * static_cast<float>(f), &s_, &c_);
+      sn[u] = s_, cs[u] = c_;
+    }
+  }
+  pdl_begin();
+  if (!is_q && (position < 0 || position >= p.n_ctx)) return;
+
+  // ---- the head's row and what goes out beside it (the gate, or v), in one round trip ----
+  float x[kPerThread], other[kPerThread];
+  const float* beside = is_q ? (p.gate ? src + D : nullptr) : p.v + head * D;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int d = threadIdx.x + u * kThreads;
+    x[u] = d < D ? src[d] : 0.0f;
+    other[u] = beside && d < D ? beside[d] : 0.0f;
+  }
+  float ss = 0;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) ss += x[u] * x[u];
+  const float total = block_sum(ss, red);
+  const float inv = w ? rsqrtf(total / D + p.eps) : 1.0f;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int d = threadIdx.x + u * kThreads;
+    if (d < D) row[d] = w ? x[u] * inv * wv[u] : x[u];
+  }
+  __syncthreads();  // rope pairs dims held by other threads
+
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int d = threadIdx.x + u * kThreads;
+    if (d >= D) continue;
+    float out = row[d];
+    if (d < p.n_rot) {
+      const int j = p.neox ? d % half : d / 2;
+      const int i0 = p.neox ? j : 2 * j, i1 = p.neox ? j + half : 2 * j + 1;
       const float a = row[i0], b = row[i1];
-      out = d == i0 ? a * cs - b * sn : a * sn + b * cs;
+      out = d == i0 ? a * cs[u] - b * sn[u] : a * sn[u] + b * cs[u];
     }
     if (is_q) {
       p.q[head * D + d] = out;
-      if (p.gate) p.gate[head * D + d] = src[D + d];
+      if (p.gate) p.gate[head * D + d] = other[u];
     } else {
       const int64_t at = (static_cast<int64_t>(position) * p.Hkv + (h - p.Hq)) * D + d;
       k_cache_of(p, t)[at] = __float2half_rn(out);
-      v_cache_of(p, t)[at] = __float2half_rn(p.v[head * D + d]);
+      v_cache_of(p, t)[at] = __float2half_rn(other[u]);
     }
   }
 }
