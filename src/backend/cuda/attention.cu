@@ -275,13 +275,20 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
 // the warps' sums are added in a fixed order, so a deep cache's hundreds of splits
 // are read by many warps at once.
 __global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const __grid_constant__ AttentionParams p) {
-  pdl_begin();
   __shared__ float weight[kMaxSplits];
   __shared__ float red[32];
   __shared__ float2 acc_sh[kMergeWarps][kMergeDims / 2];
   const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  // The positions were copied in before the step's first kernel: the split count is
+  // known before the wait, which only the partials and the gate need.
   const int len = min(p.pos[t] + 1, p.n_ctx);
   const int chunk = chunk_of(p, len), used = (len + chunk - 1) / chunk;  // splits with s0 < len
+  pdl_begin();
+  // Warp 0 writes the outputs: their gate values load beside the splits' maxima.
+  const int d = blockIdx.z * kMergeDims + 2 * lane;
+  const int64_t at = (static_cast<int64_t>(t) * p.Hq + h) * p.D + d;
+  float2 gate = make_float2(0, 0);
+  if (p.gate && warp == 0 && d < p.D) gate = make_float2(p.gate[at], p.gate[at + 1]);
   const int64_t stride = p.D + 2;
   const float* part = p.partials + (static_cast<int64_t>(t) * p.Hq + h) * p.splits * stride;
   // The splits' maxima and sums (two splits per thread), then their weights.
@@ -303,7 +310,6 @@ __global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const
     l_w += l_sp[u] * w;
   }
   const float sum = block_sum(l_w, red);  // syncs: weight[] is written
-  const int d = blockIdx.z * kMergeDims + 2 * lane;
   float2 acc = make_float2(0, 0);
   if (d < p.D) {
     const float* col = part + 2 + d;
@@ -328,10 +334,9 @@ __global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const
     float2 a = acc_sh[0][lane];
     for (int w2 = 1; w2 < kMergeWarps; ++w2) a.x += acc_sh[w2][lane].x, a.y += acc_sh[w2][lane].y;
     const float inv = 1.0f / sum;
-    const int64_t at = (static_cast<int64_t>(t) * p.Hq + h) * p.D + d;
     for (int e = 0; e < 2; ++e) {
       const float v = (e == 0 ? a.x : a.y) * inv;
-      p.y[at + e] = p.gate ? v * sigmoid(p.gate[at + e]) : v;
+      p.y[at + e] = p.gate ? v * sigmoid(e == 0 ? gate.x : gate.y) : v;
     }
   }
 }

@@ -286,15 +286,22 @@ template <> struct Dequant<DType::Q5_K> {
 };
 template <> struct Dequant<DType::Q6_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
-  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
-    const uint8_t* b = row + (e0 / 256) * kBlockBytes;
-    const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32;
-    const uint2 qh = byte_bits(load_bytes8<2>(b + 128 + 32 * half + l), 2 * k, 0x03030303u, 4);
-    uint2 q = nibble_codes(load_bytes8<2>(b + 64 * half + l + 32 * (k & 1)), k >= 2);
+  // codes8 of the block at b, which is aligned to Align bytes: the 210-byte blocks of
+  // a row alternate between 2- and 4-byte alignment (every fourth is 8-byte aligned)
+  // and a lane's code bytes lie at multiples of 8 in its block, so a caller that
+  // knows the block's alignment reads them in 2 or 4 loads instead of 8.
+  template <int Align>
+  __device__ static float block_codes8(const uint8_t* b, int e, float* v) {
+    const int half = e / 128, k = (e % 128) / 32, l = e % 32;
+    const uint2 qh = byte_bits(load_bytes8<Align>(b + 128 + 32 * half + l), 2 * k, 0x03030303u, 4);
+    uint2 q = nibble_codes(load_bytes8<Align>(b + 64 * half + l + 32 * (k & 1)), k >= 2);
     q.x |= qh.x, q.y |= qh.y;
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 32.0f);
     return half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+  }
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
+    return block_codes8<2>(row + (e0 / 256) * kBlockBytes, e0 & 255, v);
   }
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const float dl = codes8(row, e0, v);

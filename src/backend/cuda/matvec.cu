@@ -69,12 +69,19 @@ struct MatvecParams {
   int in, n;
 };
 
-// The lane's 8 weights of a 256-element group (in shared memory) and the factor
-// their dot product takes: a format with one scale per 8 elements (codes8) has it
-// applied once, after the dot product.
+// The lane's 8 weights of group g of a staged slot (shared memory, 16-byte aligned)
+// and the factor their dot product takes: a format with one scale per 8 elements
+// (codes8) has it applied once, after the dot product.
 template <DType T>
-__device__ __forceinline__ float lane_weights(const uint8_t* group, int lane, float (&w)[8]) {
-  if constexpr (requires { Dequant<T>::codes8(group, 0, w); }) {
+__device__ __forceinline__ float lane_weights(const uint8_t* slot, int g, int lane, float (&w)[8]) {
+  const int offset = g * bytes_per_256<T>();
+  const uint8_t* group = slot + offset;
+  if constexpr (T == DType::Q6_K) {
+    // g is a constant in the unrolled group loops: one of these remains.
+    if (offset % 8 == 0) return Dequant<T>::template block_codes8<8>(group, lane * 8, w);
+    if (offset % 4 == 0) return Dequant<T>::template block_codes8<4>(group, lane * 8, w);
+    return Dequant<T>::template block_codes8<2>(group, lane * 8, w);
+  } else if constexpr (requires { Dequant<T>::codes8(group, 0, w); }) {
     return Dequant<T>::codes8(group, lane * 8, w);
   } else {
     Dequant<T>::load8(group, lane * 8, w);
@@ -115,6 +122,7 @@ struct RowCursor {
 template <DType T>
 __device__ __forceinline__ WarpStream<kStages> warp_stream(uint4* smem, int warp) {
   constexpr int kSlot = stage_bytes<T>();
+  static_assert(kSlot % 16 == 0, "slots 16-byte aligned (bulk copies; lane_weights)");
   return WarpStream<kStages>(reinterpret_cast<uint8_t*>(smem + kStageBarrierVecs) + warp * kStages * kSlot, kSlot,
                              reinterpret_cast<uint64_t*>(smem) + warp * kStages);
 }
@@ -177,7 +185,7 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
 #pragma unroll
           for (int k = 0; k < K; ++k) {
             float w[8];
-            const float scale = lane_weights<T>(s[k] + g * kGB, lane, w);
+            const float scale = lane_weights<T>(s[k], g, lane, w);
             sum[k] += dot8(w, xr[g]) * scale;
           }
         }
@@ -244,7 +252,7 @@ __device__ __forceinline__ void staged_rows_mem(const MatvecParams& p, uint4* sm
     for (int g = 0; g < kStageGroups; ++g) {
       if (g < g_end) {
         float w[8];
-        const float scale = lane_weights<T>(slot + g * kGB, lane, w);
+        const float scale = lane_weights<T>(slot, g, lane, w);
         const float* x = p.x + (c * kStageGroups + g) * 256 + lane * 8;
 #pragma unroll
         for (int t = 0; t < N; ++t) {

@@ -434,8 +434,6 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                 std::min(4, d),
                 spans_bulk_copyable({down.data}, down.row_bytes())};
   const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
-  auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows + down_runs) * sizeof(float); };
-  fit_rows(dp, down_smem);
   dispatch_weight_type(gate.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     allow_smem<moe_gate_up_kernel<T>>(kSmemBudget);
@@ -456,6 +454,9 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
     ZINC_CUDA_LAUNCHED("moe_down_part");
     return;
   }
+  // Down rows of every chosen expert per block; only this kernel needs them to fit.
+  auto down_smem = [&] { return k * dp.span_slot + k * (ff + dp.rows + down_runs) * sizeof(float); };
+  fit_rows(dp, down_smem);
   dispatch_weight_type(down.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
     allow_smem<moe_down_kernel<T>>(kSmemBudget);
