@@ -167,7 +167,8 @@ class CudaBackend final : public Backend {
     }
     for (auto* ring : {&small_writes_, &small_reads_})
       for (auto& s : *ring) {
-        ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kSmallBytes, cudaHostAllocDefault));
+        ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kSmallBytes, cudaHostAllocMapped));
+        ZINC_CUDA_CHECK(cudaHostGetDevicePointer(&s.device, s.host, 0));
         ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
       }
   }
@@ -244,7 +245,7 @@ class CudaBackend final : public Backend {
       SmallCopy& s = small_writes_[next_write_++ % small_writes_.size()];
       ZINC_CUDA_CHECK(cudaEventSynchronize(s.done));  // the slot's last copy has left
       std::memcpy(s.host, host, bytes);
-      ZINC_CUDA_CHECK(cudaMemcpyAsync(to, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+      cuda::small_copy(to, s.device, bytes, stream_);
       ZINC_CUDA_CHECK(cudaEventRecord(s.done, stream_));
       return;
     }
@@ -259,7 +260,7 @@ class CudaBackend final : public Backend {
     finish_segment();
     SmallCopy& s = small_reads_[next_read_ % small_reads_.size()];
     if (s.ticket != 0) wait_read(s.ticket);  // the slot comes round again: deliver its bytes first
-    ZINC_CUDA_CHECK(cudaMemcpyAsync(s.host, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
+    cuda::small_copy(s.device, src.data, bytes, stream_);
     ZINC_CUDA_CHECK(cudaEventRecord(s.done, stream_));
     s.dst = host;
     s.bytes = bytes;
@@ -891,6 +892,7 @@ class CudaBackend final : public Backend {
   static constexpr size_t kSmallBytes = 4096;
   struct SmallCopy {
     void* host = nullptr;
+    void* device = nullptr;  // the device's view of host (the copies are kernels: cuda::small_copy)
     cudaEvent_t done = nullptr;
     void* dst = nullptr;  // reads: where wait_read delivers
     size_t bytes = 0;

@@ -172,6 +172,19 @@ __global__ void slice_cols_kernel(const float* x, float* y, int64_t width, int64
     y[i] = x[(i / len) * width + offset + i % len];
 }
 
+// A copy of at most a few kilobytes to or from pinned host memory (its device
+// view) by one block, not the copy engine: between two decode steps a 4-byte
+// cudaMemcpyAsync of the token cost about 13 us of idle GPU (PERFORMANCE.md,
+// session 20). Launched without PDL: it follows a step's graph or precedes one.
+__global__ void small_copy_kernel(uint8_t* dst, const uint8_t* src, int bytes) {
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) & 3) == 0) {
+    for (int i = threadIdx.x; i < bytes / 4; i += blockDim.x)
+      reinterpret_cast<uint32_t*>(dst)[i] = reinterpret_cast<const uint32_t*>(src)[i];
+  } else {
+    for (int i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
 // argmax in two launches: blocks (kArgmaxBlocks per row at most) each find the best
 // of a contiguous slice, then one warp per row picks among the slices. Ties go to
 // the first index, as std::max_element.
@@ -275,6 +288,13 @@ void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStr
 void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_t d, bool per_row, cudaStream_t s) {
   if (per_row) launch_binary<Binary::MulSigmoidRow>(x, g, y, count, d, s, "mul_sigmoid");
   else launch_binary<Binary::MulSigmoid>(x, g, y, count, d, s, "mul_sigmoid");
+}
+
+void small_copy(void* dst, const void* src, size_t bytes, cudaStream_t s) {
+  if (bytes == 0) return;
+  small_copy_kernel<<<1, 256, 0, s>>>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src),
+                                      static_cast<int>(bytes));
+  ZINC_CUDA_LAUNCHED("small_copy");
 }
 
 void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t len, int64_t rows, cudaStream_t s) {

@@ -57,6 +57,9 @@ void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStr
 // g per element, or per row of length d when per_row.
 void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_t d, bool per_row, cudaStream_t s);
 void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t len, int64_t rows, cudaStream_t s);
+// dst or src: the device view of pinned host memory (cudaHostGetDevicePointer); a
+// few kilobytes at most.
+void small_copy(void* dst, const void* src, size_t bytes, cudaStream_t s);
 // argmax needs argmax_partials() floats of `partials` (each row split over many blocks).
 size_t argmax_partials(int64_t V, int64_t rows);
 void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, float* partials, cudaStream_t s);
