@@ -652,9 +652,11 @@ void check_ops(Checker& c) {
 
   // Rows of whole 256-element groups: the staged (16-byte aligned) matvec path for
   // most types. 2048: a row per warp, in a small and a large launch; 4096 and 6144:
-  // for one token a team of 2 or 4 warps per row (one of the 4 idle); 18432: more
-  // chunks than a team has warps, so one warp walks them all.
-  const std::pair<int64_t, int64_t> staged_shapes[] = {{2048, 67}, {2048, 4103}, {4096, 300}, {6144, 130}, {18432, 40}};
+  // for one token a team of 2 or 4 warps per row (one of the 4 idle); 3840: a team of
+  // 2 whose second warp has an odd count of groups (7; Q4_K / Q5_K lanes take groups
+  // in pairs); 18432: more chunks than a team has warps, so one warp walks them all.
+  const std::pair<int64_t, int64_t> staged_shapes[] = {{2048, 67},  {2048, 4103}, {4096, 300},
+                                                       {3840, 70}, {6144, 130},  {18432, 40}};
   for (DType t : kWeightTypes) {
     for (auto [in, out] : staged_shapes) {
       auto w = c.weight(t, {in, out}, 0.03f);

@@ -225,15 +225,6 @@ template <> struct Dequant<DType::Q3_K> {
   }
 };
 
-// Six-bit scale and min of sub-block i of a Q4_K / Q5_K block (see quant/blocks.h).
-__device__ __forceinline__ void k_scale_min(const uint8_t* s, int i, float& sc, float& m) {
-  if (i < 4) {
-    sc = static_cast<float>(s[i] & 63), m = static_cast<float>(s[i + 4] & 63);
-  } else {
-    sc = static_cast<float>((s[i + 4] & 15) | ((s[i - 4] >> 6) << 4));
-    m = static_cast<float>((s[i + 4] >> 4) | ((s[i] >> 6) << 4));
-  }
-}
 // A 32-element sub-block of a Q4_K / Q5_K block with its scale and minimum decoded
 // (dl, ml): kernels that walk a row by runs of 32 decode them once per run (run8),
 // not once per 8 elements (load8). run_codes8 gives the codes alone, so a dot
@@ -243,17 +234,42 @@ struct KRun {
   int sub;
   float dl, ml;
 };
+// The six-bit scale and min of sub-block `sub` (quant/blocks.h) from the 12 scale
+// bytes read as three words: runs 0-3 are the low 6 bits of bytes 0-3 / 4-7, runs 4-7
+// the nibbles of bytes 8-11 under the top 2 bits of bytes 0-3 / 4-7. Word-wide masks
+// and a select instead of byte loads on two branches: the decode is most of what a
+// one-token matvec spends on these types (PERFORMANCE.md, session 21).
 __device__ __forceinline__ KRun k_run(const uint8_t* row, int e0, int block_bytes) {
-  const uint8_t* b = row + (e0 / 256) * block_bytes;
+  const uint8_t* b = row + (e0 / 256) * block_bytes;  // 4-byte aligned: blocks of whole 16-byte units
   const int sub = (e0 & 255) / 32;
-  const uint32_t dm = *reinterpret_cast<const uint32_t*>(b);
-  float sc, mn;
-  k_scale_min(b + 4, sub, sc, mn);
-  return {b, sub, half_to_float(dm & 0xffff) * sc, half_to_float(dm >> 16) * mn};
+  const auto* w = reinterpret_cast<const uint32_t*>(b);
+  const uint32_t dm = w[0], s0 = w[1], s1 = w[2], s2 = w[3];
+  const bool low = sub < 4;
+  const uint32_t sc = low ? s0 & 0x3F3F3F3Fu : (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
+  const uint32_t mn = low ? s1 & 0x3F3F3F3Fu : ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
+  const int shift = 8 * (sub & 3);
+  return {b, sub, half_to_float(dm & 0xffff) * static_cast<float>((sc >> shift) & 0xFFu),
+          half_to_float(dm >> 16) * static_cast<float>((mn >> shift) & 0xFFu)};
+}
+// Codes of elements 16·half .. 16·half + 15 of run r of a Q4_K (kQh 0) or Q5_K block
+// (16-byte aligned), a byte each: qs bytes 32·(r / 2) + 16·half .., nibble r % 2, and
+// for Q5_K bit r of qh bytes 16·half .. as the fifth bit.
+template <int kQs, bool kQh>
+__device__ __forceinline__ void k_codes16(const KRun& r, int half, uint32_t (&c)[4]) {
+  const uint4 q = *reinterpret_cast<const uint4*>(r.block + kQs + 32 * (r.sub / 2) + 16 * half);
+  const int shift = 4 * (r.sub & 1);
+  c[0] = (q.x >> shift) & 0x0F0F0F0Fu, c[1] = (q.y >> shift) & 0x0F0F0F0Fu;
+  c[2] = (q.z >> shift) & 0x0F0F0F0Fu, c[3] = (q.w >> shift) & 0x0F0F0F0Fu;
+  if constexpr (kQh) {
+    const uint4 h = *reinterpret_cast<const uint4*>(r.block + 16 + 16 * half);
+    c[0] |= ((h.x >> r.sub) & 0x01010101u) << 4, c[1] |= ((h.y >> r.sub) & 0x01010101u) << 4;
+    c[2] |= ((h.z >> r.sub) & 0x01010101u) << 4, c[3] |= ((h.w >> r.sub) & 0x01010101u) << 4;
+  }
 }
 template <> struct Dequant<DType::Q4_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 144;
   __device__ static KRun run(const uint8_t* row, int e0) { return k_run(row, e0, kBlockBytes); }
+  __device__ static void run_codes16(const KRun& r, int half, uint32_t (&c)[4]) { k_codes16<16, false>(r, half, c); }
   // Codes of elements l .. l + 7 of the run (l a multiple of 8).
   __device__ static void run_codes8(const KRun& r, int l, float* v) {
     const uint2 q = nibble_codes(load_bytes8<8>(r.block + 16 + 32 * (r.sub / 2) + l), r.sub & 1);
@@ -270,6 +286,7 @@ template <> struct Dequant<DType::Q4_K> {
 template <> struct Dequant<DType::Q5_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 176;
   __device__ static KRun run(const uint8_t* row, int e0) { return k_run(row, e0, kBlockBytes); }
+  __device__ static void run_codes16(const KRun& r, int half, uint32_t (&c)[4]) { k_codes16<48, true>(r, half, c); }
   __device__ static void run_codes8(const KRun& r, int l, float* v) {
     const uint2 h = byte_bits(load_bytes8<8>(r.block + 16 + l), r.sub, 0x01010101u, 4);
     uint2 q = nibble_codes(load_bytes8<8>(r.block + 48 + 32 * (r.sub / 2) + l), r.sub & 1);

@@ -96,6 +96,68 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float (&x)[8]) 
   return s;
 }
 
+// One token's activations in a warp's registers, in the lane layout the weight type
+// reads fastest, and the lane's part of a staged chunk's dot product. A step is what
+// a lane takes at once: `live` says whether lane's step i lies in the chunk's groups.
+// Generally a step is a group and a lane its 8 elements 8·lane .. (lane_weights).
+template <DType T, bool kRuns = T == DType::Q4_K || T == DType::Q5_K>
+struct LaneActs {
+  static constexpr int kSteps = kStageGroups;
+  float x[kStageGroups][8];
+  __device__ static bool live(int i, int groups, int /*lane*/) { return i < groups; }
+  // x's chunk c (kStageGroups groups).
+  __device__ void load(const float* x0, int c, int groups, int lane) {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i)
+      if (live(i, groups, lane)) load_floats8(x0 + (c * kStageGroups + i) * 256 + lane * 8, x[i]);
+  }
+  __device__ float dot(const uint8_t* slot, int i, int lane) const {
+    float w[8];
+    const float scale = lane_weights<T>(slot, i, lane, w);
+    return dot8(w, x[i]) * scale;
+  }
+};
+
+// Q4_K / Q5_K: a step is two groups and a lane 16 elements of one run of 32 (lanes
+// 0-15 the first group, 16-31 the second), so a run's scale and minimum are decoded
+// once per 16 elements instead of once per 8, and applied once: Σ (dl·c - ml)·x =
+// dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16 elements taken when x is loaded. These
+// types' one-token matvec is bound by its instructions (PERFORMANCE.md, session 21).
+template <DType T>
+struct LaneActs<T, true> {
+  static constexpr int kSteps = kStageGroups / 2;
+  float x[kSteps][16], xsum[kSteps];
+  __device__ static bool live(int i, int groups, int lane) { return 2 * i + lane / 16 < groups; }
+  __device__ void load(const float* x0, int c, int groups, int lane) {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      xsum[i] = 0;
+      if (!live(i, groups, lane)) continue;
+      const auto* at =
+          reinterpret_cast<const float4*>(x0 + (c * kStageGroups + 2 * i + lane / 16) * 256 + (lane % 16) * 16);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 v = __ldg(at + q);
+        x[i][4 * q] = v.x, x[i][4 * q + 1] = v.y, x[i][4 * q + 2] = v.z, x[i][4 * q + 3] = v.w;
+      }
+#pragma unroll
+      for (int j = 0; j < 16; ++j) xsum[i] += x[i][j];
+    }
+  }
+  __device__ float dot(const uint8_t* slot, int i, int lane) const {
+    const int e = (lane % 16) * 16;  // in the group: run e / 32, half (e / 16) % 2
+    const KRun r = Dequant<T>::run(slot + (2 * i + lane / 16) * Dequant<T>::kBlockBytes, e);
+    uint32_t c[4];
+    Dequant<T>::run_codes16(r, (e / 16) % 2, c);
+    float s = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) s += code_as_float(make_uint2(c[w], 0), b, 0.0f) * x[i][4 * w + b];
+    return r.dl * s - r.ml * xsum[i];
+  }
+};
+
 // A walk over the rows row, row + step, ... of the launch's staged rows, with the
 // job each is in.
 struct RowCursor {
@@ -168,10 +230,8 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   issue(1);
   pdl_begin();
 
-  float xr[kStageGroups][8];
-#pragma unroll
-  for (int g = 0; g < kStageGroups; ++g)
-    if (g < groups) load_floats8(p.x + (c * kStageGroups + g) * 256 + lane * 8, xr[g]);
+  LaneActs<T> xa;
+  xa.load(p.x, c, groups, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
     issue(r + 2);
@@ -180,14 +240,10 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     // The lane's part of K rows' dot products, the rows in slots s.
     const auto dots = [&]<int K>(const uint8_t* const (&s)[K]) {
 #pragma unroll
-      for (int g = 0; g < kStageGroups; ++g) {
-        if (g < groups) {
+      for (int i = 0; i < LaneActs<T>::kSteps; ++i) {
+        if (LaneActs<T>::live(i, groups, lane)) {
 #pragma unroll
-          for (int k = 0; k < K; ++k) {
-            float w[8];
-            const float scale = lane_weights<T>(s[k], g, lane, w);
-            sum[k] += dot8(w, xr[g]) * scale;
-          }
+          for (int k = 0; k < K; ++k) sum[k] += xa.dot(s[k], i, lane);
         }
       }
     };
