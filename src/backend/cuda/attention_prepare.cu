@@ -63,15 +63,8 @@ __global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __gri
     const int d = threadIdx.x + u * kThreads;
     wv[u] = w && d < D ? w[d] : 1.0f;
     cs[u] = 1.0f, sn[u] = 0.0f;
-    if (d < p.n_rot) {
-      // Same frequency and angle arithmetic as the rope kernel (elementwise.cu).
-      const int j = p.neox ? d % half : d / 2;
-      double f = pow(p.theta, -2.0 * j / p.n_rot) * p.freq_scale;
-      if (p.freq_factors) f /= p.freq_factors[j];
-      float s_, c_;
-      sincosf(static_cast<float>(position) * static_cast<float>(f), &s_, &c_);
-      sn[u] = s_, cs[u] = c_;
-    }
+    if (d < p.n_rot)
+      rope_sincos(p.theta, p.freq_scale, p.freq_factors, p.neox ? d % half : d / 2, p.n_rot, position, sn[u], cs[u]);
   }
   pdl_begin();
   if (!is_q && (position < 0 || position >= p.n_ctx)) return;

@@ -133,6 +133,16 @@ __device__ __forceinline__ float half_to_float(uint16_t h) {
 }
 __device__ __forceinline__ float bf16_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 
+// Rope's sine and cosine for pair j of n_rot rotated dims at `position`: the inverse
+// frequency formed in double as the CPU reference does, the angle in f32; freq_factors
+// ({n_rot / 2} divisors) may be null.
+__device__ __forceinline__ void rope_sincos(double theta, double freq_scale, const float* freq_factors, int j, int n_rot,
+                                            int position, float& sn, float& cs) {
+  double f = pow(theta, -2.0 * j / n_rot) * freq_scale;
+  if (freq_factors) f /= freq_factors[j];
+  sincosf(static_cast<float>(position) * static_cast<float>(f), &sn, &cs);
+}
+
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 

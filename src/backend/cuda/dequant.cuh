@@ -257,14 +257,14 @@ __device__ __forceinline__ KRun k_run(const uint8_t* row, int e0, int block_byte
 template <int kQs, bool kQh>
 __device__ __forceinline__ void k_codes16(const KRun& r, int half, uint32_t (&c)[4]) {
   const uint4 q = *reinterpret_cast<const uint4*>(r.block + kQs + 32 * (r.sub / 2) + 16 * half);
-  const int shift = 4 * (r.sub & 1);
-  c[0] = (q.x >> shift) & 0x0F0F0F0Fu, c[1] = (q.y >> shift) & 0x0F0F0F0Fu;
-  c[2] = (q.z >> shift) & 0x0F0F0F0Fu, c[3] = (q.w >> shift) & 0x0F0F0F0Fu;
+  uint2 lo = nibble_codes(make_uint2(q.x, q.y), r.sub & 1), hi = nibble_codes(make_uint2(q.z, q.w), r.sub & 1);
   if constexpr (kQh) {
     const uint4 h = *reinterpret_cast<const uint4*>(r.block + 16 + 16 * half);
-    c[0] |= ((h.x >> r.sub) & 0x01010101u) << 4, c[1] |= ((h.y >> r.sub) & 0x01010101u) << 4;
-    c[2] |= ((h.z >> r.sub) & 0x01010101u) << 4, c[3] |= ((h.w >> r.sub) & 0x01010101u) << 4;
+    const uint2 h_lo = byte_bits(make_uint2(h.x, h.y), r.sub, 0x01010101u, 4);
+    const uint2 h_hi = byte_bits(make_uint2(h.z, h.w), r.sub, 0x01010101u, 4);
+    lo.x |= h_lo.x, lo.y |= h_lo.y, hi.x |= h_hi.x, hi.y |= h_hi.y;
   }
+  c[0] = lo.x, c[1] = lo.y, c[2] = hi.x, c[3] = hi.y;
 }
 template <> struct Dequant<DType::Q4_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 144;

@@ -124,17 +124,13 @@ struct RopeKernelParams {
   bool neox;
 };
 
-// One thread per (pair, head, token). The inverse frequency is formed in double
-// as the CPU reference does, the angle in f32.
+// One thread per (pair, head, token).
 __global__ void rope_kernel(const __grid_constant__ RopeKernelParams p) {
   pdl_begin();
   const int j = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, t = blockIdx.z;
   if (j >= p.half) return;
-  double f = pow(p.theta, -2.0 * j / p.n_rot) * p.freq_scale;
-  if (p.freq_factors) f /= p.freq_factors[j];
-  const float ang = static_cast<float>(p.pos[t]) * static_cast<float>(f);
   float sn, cs;
-  sincosf(ang, &sn, &cs);
+  rope_sincos(p.theta, p.freq_scale, p.freq_factors, j, p.n_rot, p.pos[t], sn, cs);
   float* xh = p.x + (static_cast<int64_t>(t) * p.heads + h) * p.head_dim;
   const int i0 = p.neox ? j : 2 * j, i1 = p.neox ? j + p.half : 2 * j + 1;
   const float a = xh[i0], b = xh[i1];

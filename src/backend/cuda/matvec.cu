@@ -100,7 +100,7 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float (&x)[8]) 
 // reads fastest, and the lane's part of a staged chunk's dot product. A step is what
 // a lane takes at once: `live` says whether lane's step i lies in the chunk's groups.
 // Generally a step is a group and a lane its 8 elements 8·lane .. (lane_weights).
-template <DType T, bool kRuns = T == DType::Q4_K || T == DType::Q5_K>
+template <DType T, bool kRuns = requires(const KRun& r, uint32_t (&c)[4]) { Dequant<T>::run_codes16(r, 0, c); }>
 struct LaneActs {
   static constexpr int kSteps = kStageGroups;
   float x[kStageGroups][8];
@@ -118,11 +118,12 @@ struct LaneActs {
   }
 };
 
-// Q4_K / Q5_K: a step is two groups and a lane 16 elements of one run of 32 (lanes
-// 0-15 the first group, 16-31 the second), so a run's scale and minimum are decoded
-// once per 16 elements instead of once per 8, and applied once: Σ (dl·c - ml)·x =
-// dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16 elements taken when x is loaded. These
-// types' one-token matvec is bound by its instructions (PERFORMANCE.md, session 21).
+// Q4_K / Q5_K (the types with run_codes16): a step is two groups and a lane 16
+// elements of one run of 32 (lanes 0-15 the first group, 16-31 the second), so a
+// run's scale and minimum are decoded once per 16 elements instead of once per 8, and
+// applied once: Σ (dl·c - ml)·x = dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16
+// elements taken when x is loaded. These types' one-token matvec is bound by its
+// instructions (PERFORMANCE.md, session 21).
 template <DType T>
 struct LaneActs<T, true> {
   static constexpr int kSteps = kStageGroups / 2;
