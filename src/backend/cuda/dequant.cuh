@@ -57,6 +57,13 @@ __device__ __forceinline__ int nibble_of(uint2 b, int i, bool high) { return (by
 __device__ __forceinline__ float code_as_float(uint2 w, int i, float offset) {
   return __uint_as_float(__byte_perm(i < 4 ? w.x : w.y, 0x4B000000u, 0x7540 | (i & 3))) - (8388608.0f + offset);
 }
+// A code c < 128 stored as a byte with bit 7 set (0x80 | c), byte b of w, placed under
+// 1.0's exponent: exactly 1 + c/128, in one PRMT. A dot product over such codes adds
+// no FADD a code and recovers Σ c·x = 128·(Σ (1 + c/128)·x - Σ x) from the Σ x it
+// holds (PERFORMANCE.md, session 21).
+__device__ __forceinline__ float marked_code(uint32_t w, int b) {
+  return __uint_as_float(__byte_perm(w, 0x3F000000u, 0x7044 | (b << 8)));
+}
 // The 4-bit codes of 8 packed bytes, low or high nibbles, one per byte.
 __device__ __forceinline__ uint2 nibble_codes(uint2 b, bool high) {
   const int s = high ? 4 : 0;
@@ -307,15 +314,24 @@ template <> struct Dequant<DType::Q6_K> {
   // a row alternate between 2- and 4-byte alignment (every fourth is 8-byte aligned)
   // and a lane's code bytes lie at multiples of 8 in its block, so a caller that
   // knows the block's alignment reads them in 2 or 4 loads instead of 8.
+  // marked_codes8: the 6-bit codes c with bit 7 set, a byte each (0x80 | c), and the
+  // scale: element i is scale · (c_i - kCodeOffset).
+  static constexpr int kCodeOffset = 32;
   template <int Align>
-  __device__ static float block_codes8(const uint8_t* b, int e, float* v) {
+  __device__ static float block_marked8(const uint8_t* b, int e, uint2& q) {
     const int half = e / 128, k = (e % 128) / 32, l = e % 32;
     const uint2 qh = byte_bits(load_bytes8<Align>(b + 128 + 32 * half + l), 2 * k, 0x03030303u, 4);
-    uint2 q = nibble_codes(load_bytes8<Align>(b + 64 * half + l + 32 * (k & 1)), k >= 2);
-    q.x |= qh.x, q.y |= qh.y;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 32.0f);
+    q = nibble_codes(load_bytes8<Align>(b + 64 * half + l + 32 * (k & 1)), k >= 2);
+    q.x |= qh.x | 0x80808080u, q.y |= qh.y | 0x80808080u;
     return half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + e / 16]));
+  }
+  template <int Align>
+  __device__ static float block_codes8(const uint8_t* b, int e, float* v) {
+    uint2 q;
+    const float dl = block_marked8<Align>(b, e, q);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 128.0f + kCodeOffset);
+    return dl;
   }
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     return block_codes8<2>(row + (e0 / 256) * kBlockBytes, e0 & 255, v);

@@ -96,11 +96,35 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float (&x)[8]) 
   return s;
 }
 
+// Q6_K: the lane's 8 codes of group g marked (block_marked8), read as wide as the
+// group's alignment in the slot allows, and their scale.
+template <DType T>
+__device__ __forceinline__ float lane_marked(const uint8_t* slot, int g, int lane, uint2& q) {
+  const int offset = g * bytes_per_256<T>();
+  if (offset % 8 == 0) return Dequant<T>::template block_marked8<8>(slot + offset, lane * 8, q);
+  if (offset % 4 == 0) return Dequant<T>::template block_marked8<4>(slot + offset, lane * 8, q);
+  return Dequant<T>::template block_marked8<2>(slot + offset, lane * 8, q);
+}
+
+// How one token's lanes take a type's weights (LaneActs).
+enum class Lanes {
+  kGroups,   // a lane the 8 elements 8·lane .. of a group, as floats (lane_weights)
+  kRuns16,   // Q4_K / Q5_K: 16 elements of one run, codes as 1 + c/128
+  kMarked8,  // Q6_K: as kGroups, codes as 1 + c/128
+};
+template <DType T>
+constexpr Lanes lanes_of() {
+  if constexpr (requires(const KRun& r, uint32_t (&c)[4]) { Dequant<T>::run_codes16(r, 0, c); }) return Lanes::kRuns16;
+  else if constexpr (requires(const uint8_t* b, uint2& q) { Dequant<T>::template block_marked8<2>(b, 0, q); })
+    return Lanes::kMarked8;
+  else return Lanes::kGroups;
+}
+
 // One token's activations in a warp's registers, in the lane layout the weight type
 // reads fastest, and the lane's part of a staged chunk's dot product. A step is what
 // a lane takes at once: `live` says whether lane's step i lies in the chunk's groups.
 // Generally a step is a group and a lane its 8 elements 8·lane .. (lane_weights).
-template <DType T, bool kRuns = requires(const KRun& r, uint32_t (&c)[4]) { Dequant<T>::run_codes16(r, 0, c); }>
+template <DType T, Lanes kLanes = lanes_of<T>()>
 struct LaneActs {
   static constexpr int kSteps = kStageGroups;
   float x[kStageGroups][8];
@@ -118,6 +142,32 @@ struct LaneActs {
   }
 };
 
+// Q6_K: codes as 1 + c/128 (marked_code), so a code costs a PRMT and an FFMA, and the
+// lane's Σ x of each group, taken when x is loaded, recovers Σ (c - offset)·x.
+template <DType T>
+struct LaneActs<T, Lanes::kMarked8> : LaneActs<T, Lanes::kGroups> {
+  using Base = LaneActs<T, Lanes::kGroups>;
+  float xsum[kStageGroups];
+  __device__ void load(const float* x0, int c, int groups, int lane) {
+    Base::load(x0, c, groups, lane);
+#pragma unroll
+    for (int i = 0; i < kStageGroups; ++i) {
+      xsum[i] = 0;
+      if (!Base::live(i, groups, lane)) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xsum[i] += this->x[i][j];
+    }
+  }
+  __device__ float dot(const uint8_t* slot, int i, int lane) const {
+    uint2 q;
+    const float dl = lane_marked<T>(slot, i, lane, q);
+    float s = 0;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) s += marked_code(b < 4 ? q.x : q.y, b % 4) * this->x[i][b];
+    return dl * (128.0f * s - (128.0f + Dequant<T>::kCodeOffset) * xsum[i]);
+  }
+};
+
 // Q4_K / Q5_K (the types with run_codes16): a step is two groups and a lane 16
 // elements of one run of 32 (lanes 0-15 the first group, 16-31 the second), so a
 // run's scale and minimum are decoded once per 16 elements instead of once per 8, and
@@ -125,7 +175,7 @@ struct LaneActs {
 // elements taken when x is loaded. These types' one-token matvec is bound by its
 // instructions (PERFORMANCE.md, session 21).
 template <DType T>
-struct LaneActs<T, true> {
+struct LaneActs<T, Lanes::kRuns16> {
   static constexpr int kSteps = kStageGroups / 2;
   float x[kSteps][16], xsum[kSteps];
   __device__ static bool live(int i, int groups, int lane) { return 2 * i + lane / 16 < groups; }
@@ -150,15 +200,12 @@ struct LaneActs<T, true> {
     const KRun r = Dequant<T>::run(slot + (2 * i + lane / 16) * Dequant<T>::kBlockBytes, e);
     uint32_t c[4];
     Dequant<T>::run_codes16(r, (e / 16) % 2, c);
-    // A code c (< 32) under 1.0's exponent with bit 7 set is 1 + c/128: one PRMT a code
-    // and no FADD, since Σ c·x = 128·(Σ (1 + c/128)·x - Σ x).
     float s = 0;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const uint32_t marked = c[w] | 0x80808080u;
 #pragma unroll
-      for (int b = 0; b < 4; ++b)
-        s += __uint_as_float(__byte_perm(marked, 0x3F000000u, 0x7044 | (b << 8))) * x[i][4 * w + b];
+      for (int b = 0; b < 4; ++b) s += marked_code(marked, b) * x[i][4 * w + b];
     }
     return r.dl * 128.0f * (s - xsum[i]) - r.ml * xsum[i];
   }
