@@ -18,12 +18,13 @@ namespace {
 // kStages - 1 slots in flight while it computes on one. A slot holds a chunk of
 // kStageGroups 256-element groups of a row.
 //
-// For one token, a team has a warp per chunk of the row, so each warp's activations
-// (one chunk) stay in its lanes' registers for all its rows, and the team adds its
-// partial dot products in a fixed order; team t owns a run of consecutive rows
-// (+1% a decode step against rows t, t + T, ... for T teams). For several tokens a
-// warp walks every chunk of its rows t, t + T, ... (a run of rows was 1.4% slower
-// at two tokens) and reads the activations from memory. PERFORMANCE.md, session 18.
+// For one or two tokens, a team has a warp per chunk of the row (8 groups for one
+// token, 4 for two), so each warp's activations (one chunk of each token) stay in its
+// lanes' registers for all its rows, and the team adds its partial dot products in a
+// fixed order; team t owns a run of consecutive rows (+1% a decode step against rows
+// t, t + T, ... for T teams; PERFORMANCE.md, session 18). For more tokens a warp
+// walks every chunk of its rows t, t + T, ... and reads the activations from memory
+// (from L1, for every weight row).
 //
 // The grid holds as many staged blocks as fit on the GPU at once, so a launch is
 // one wave that keeps loading until its last rows. The first copies are issued
@@ -39,6 +40,7 @@ constexpr int kRowsPerWarp = 2;     // direct rows sharing each activation load
 constexpr int kDirectGroups = 2;    // direct rows: groups per pass and row
 constexpr int kSplitMaxRows = 4096;
 constexpr int kMaxJobs = 4;
+constexpr int kMaxRegTokens = 2;    // staged_rows_regs: activations in registers up to this many tokens
 
 constexpr int kStageBarrierVecs = kWarps * kStages * 8 / 16;  // the warps' mbarriers, in uint4
 
@@ -63,7 +65,7 @@ struct MatvecParams {
   int n_jobs;
   int direct_blocks;  // blocks [0, direct_blocks) read direct rows
   int staged_rows;
-  int team;   // warps per staged row: a power of two; > 1 only for one token
+  int team;   // warps per staged row: a power of two; > 1 only up to kMaxRegTokens tokens
   int teams;  // in the whole grid
   const float* x;  // {in, n}
   int in, n;
@@ -120,51 +122,66 @@ constexpr Lanes lanes_of() {
   else return Lanes::kGroups;
 }
 
-// One token's activations in a warp's registers, in the lane layout the weight type
-// reads fastest, and the lane's part of a staged chunk's dot product. A step is what
-// a lane takes at once: `live` says whether lane's step i lies in the chunk's groups.
-// Generally a step is a group and a lane its 8 elements 8·lane .. (lane_weights).
-template <DType T, Lanes kLanes = lanes_of<T>()>
+// Groups of a row whose activations a warp holds in its lanes' registers for N
+// tokens (a chunk): a lane holds 64 activations whatever N.
+template <int N>
+inline constexpr int kRegGroups = kStageGroups / N;
+
+// N tokens' activations of a chunk in a warp's registers, in the lane layout the
+// weight type reads fastest, and the lane's part of the chunk's dot products. A step
+// is what a lane takes at once: `live` says whether lane's step i lies in the chunk's
+// groups. Generally a step is a group and a lane its 8 elements 8·lane ..
+// (lane_weights), decoded once for all N tokens.
+template <DType T, int N, Lanes kLanes = lanes_of<T>()>
 struct LaneActs {
-  static constexpr int kSteps = kStageGroups;
-  float x[kStageGroups][8];
+  static constexpr int kSteps = kRegGroups<N>;
+  float x[N][kSteps][8];
   __device__ static bool live(int i, int groups, int /*lane*/) { return i < groups; }
-  // x's chunk c (kStageGroups groups).
-  __device__ void load(const float* x0, int c, int groups, int lane) {
+  // Chunk c of each token's activations (token t at x0 + t · in).
+  __device__ void load(const float* x0, int in, int c, int groups, int lane) {
 #pragma unroll
-    for (int i = 0; i < kSteps; ++i)
-      if (live(i, groups, lane)) load_floats8(x0 + (c * kStageGroups + i) * 256 + lane * 8, x[i]);
+    for (int t = 0; t < N; ++t)
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i)
+        if (live(i, groups, lane)) load_floats8(x0 + t * in + (c * kSteps + i) * 256 + lane * 8, x[t][i]);
   }
-  __device__ float dot(const uint8_t* slot, int i, int lane) const {
+  // acc[t] += the lane's part of step i of the chunk in `slot` · token t.
+  __device__ void dot(const uint8_t* slot, int i, int lane, float (&acc)[N]) const {
     float w[8];
     const float scale = lane_weights<T>(slot, i, lane, w);
-    return dot8(w, x[i]) * scale;
+#pragma unroll
+    for (int t = 0; t < N; ++t) acc[t] += dot8(w, x[t][i]) * scale;
   }
 };
 
 // Q6_K: codes as 1 + c/128 (marked_code), so a code costs a PRMT and an FFMA, and the
 // lane's Σ x of each group, taken when x is loaded, recovers Σ (c - offset)·x.
-template <DType T>
-struct LaneActs<T, Lanes::kMarked8> : LaneActs<T, Lanes::kGroups> {
-  using Base = LaneActs<T, Lanes::kGroups>;
-  float xsum[kStageGroups];
-  __device__ void load(const float* x0, int c, int groups, int lane) {
-    Base::load(x0, c, groups, lane);
+template <DType T, int N>
+struct LaneActs<T, N, Lanes::kMarked8> : LaneActs<T, N, Lanes::kGroups> {
+  using Base = LaneActs<T, N, Lanes::kGroups>;
+  float xsum[N][Base::kSteps];
+  __device__ void load(const float* x0, int in, int c, int groups, int lane) {
+    Base::load(x0, in, c, groups, lane);
 #pragma unroll
-    for (int i = 0; i < kStageGroups; ++i) {
-      xsum[i] = 0;
-      if (!Base::live(i, groups, lane)) continue;
+    for (int t = 0; t < N; ++t)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) xsum[i] += this->x[i][j];
-    }
+      for (int i = 0; i < Base::kSteps; ++i) {
+        xsum[t][i] = 0;
+        if (!Base::live(i, groups, lane)) continue;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xsum[t][i] += this->x[t][i][j];
+      }
   }
-  __device__ float dot(const uint8_t* slot, int i, int lane) const {
+  __device__ void dot(const uint8_t* slot, int i, int lane, float (&acc)[N]) const {
     uint2 q;
     const float dl = lane_marked<T>(slot, i, lane, q);
-    float s = 0;
 #pragma unroll
-    for (int b = 0; b < 8; ++b) s += marked_code(b < 4 ? q.x : q.y, b % 4) * this->x[i][b];
-    return dl * (128.0f * s - (128.0f + Dequant<T>::kCodeOffset) * xsum[i]);
+    for (int t = 0; t < N; ++t) {
+      float s = 0;
+#pragma unroll
+      for (int b = 0; b < 8; ++b) s += marked_code(b < 4 ? q.x : q.y, b % 4) * this->x[t][i][b];
+      acc[t] += dl * (128.0f * s - (128.0f + Dequant<T>::kCodeOffset) * xsum[t][i]);
+    }
   }
 };
 
@@ -174,40 +191,45 @@ struct LaneActs<T, Lanes::kMarked8> : LaneActs<T, Lanes::kGroups> {
 // applied once: Σ (dl·c - ml)·x = dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16
 // elements taken when x is loaded. These types' one-token matvec is bound by its
 // instructions (PERFORMANCE.md, session 21).
-template <DType T>
-struct LaneActs<T, Lanes::kRuns16> {
-  static constexpr int kSteps = kStageGroups / 2;
-  float x[kSteps][16], xsum[kSteps];
+template <DType T, int N>
+struct LaneActs<T, N, Lanes::kRuns16> {
+  static constexpr int kSteps = kRegGroups<N> / 2;
+  float x[N][kSteps][16], xsum[N][kSteps];
   __device__ static bool live(int i, int groups, int lane) { return 2 * i + lane / 16 < groups; }
-  __device__ void load(const float* x0, int c, int groups, int lane) {
+  __device__ void load(const float* x0, int in, int c, int groups, int lane) {
 #pragma unroll
-    for (int i = 0; i < kSteps; ++i) {
-      xsum[i] = 0;
-      if (!live(i, groups, lane)) continue;
-      const auto* at =
-          reinterpret_cast<const float4*>(x0 + (c * kStageGroups + 2 * i + lane / 16) * 256 + (lane % 16) * 16);
+    for (int t = 0; t < N; ++t)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float4 v = __ldg(at + q);
-        x[i][4 * q] = v.x, x[i][4 * q + 1] = v.y, x[i][4 * q + 2] = v.z, x[i][4 * q + 3] = v.w;
+      for (int i = 0; i < kSteps; ++i) {
+        xsum[t][i] = 0;
+        if (!live(i, groups, lane)) continue;
+        const auto* at = reinterpret_cast<const float4*>(x0 + t * in + (c * kRegGroups<N> + 2 * i + lane / 16) * 256 +
+                                                         (lane % 16) * 16);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float4 v = __ldg(at + q);
+          x[t][i][4 * q] = v.x, x[t][i][4 * q + 1] = v.y, x[t][i][4 * q + 2] = v.z, x[t][i][4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < 16; ++j) xsum[t][i] += x[t][i][j];
       }
-#pragma unroll
-      for (int j = 0; j < 16; ++j) xsum[i] += x[i][j];
-    }
   }
-  __device__ float dot(const uint8_t* slot, int i, int lane) const {
+  __device__ void dot(const uint8_t* slot, int i, int lane, float (&acc)[N]) const {
     const int e = (lane % 16) * 16;  // in the group: run e / 32, half (e / 16) % 2
     const KRun r = Dequant<T>::run(slot + (2 * i + lane / 16) * Dequant<T>::kBlockBytes, e);
     uint32_t c[4];
     Dequant<T>::run_codes16(r, (e / 16) % 2, c);
-    float s = 0;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const uint32_t marked = c[w] | 0x80808080u;
+    for (int t = 0; t < N; ++t) {
+      float s = 0;
 #pragma unroll
-      for (int b = 0; b < 4; ++b) s += marked_code(marked, b) * x[i][4 * w + b];
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t marked = c[w] | 0x80808080u;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) s += marked_code(marked, b) * x[t][i][4 * w + b];
+      }
+      acc[t] += r.dl * 128.0f * (s - xsum[t][i]) - r.ml * xsum[t][i];
     }
-    return r.dl * 128.0f * (s - xsum[i]) - r.ml * xsum[i];
   }
 };
 
@@ -255,77 +277,93 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
   }
 }
 
-// One token: each warp of a team holds its chunk's activations in registers and
-// takes its rows two at a time (two independent dot products per lane), with two
-// more rows in flight.
-template <DType T>
+// One or two tokens: each warp of a team holds its chunk's activations in registers
+// and takes its rows two at a time (two independent dot products per lane and token),
+// with two more rows in flight.
+template <DType T, int N>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
-  constexpr int kSlot = stage_bytes<T>(), kGB = bytes_per_256<T>();
+  constexpr int kGB = bytes_per_256<T>(), kChunk = kRegGroups<N> * kGB;
   static_assert(kStages == 4, "two rows in use and two in flight");
-  __shared__ float part[2][2][kWarps];  // [row pair parity][row of the pair][warp]
+  static_assert(kChunk % 8 == 0, "a chunk's lead keeps its groups' alignment in the slot (lane_weights)");
+  __shared__ float part[2][2][N][kWarps];  // [row pair parity][row of the pair][token][warp]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_groups = p.in / 256, team = p.team, member = warp % team, c = member;
   const int team_id = ((blockIdx.x - p.direct_blocks) * kWarps + warp) / team;
   const int per = (p.staged_rows + p.teams - 1) / p.teams, first = team_id * per;
   const int rows = first < p.staged_rows ? min(per, p.staged_rows - first) : 0;
   // A member past the row's last chunk computes nothing but meets its team.
-  const bool idle = c * kStageGroups >= n_groups;
-  const int groups = idle ? 0 : min(kStageGroups, n_groups - c * kStageGroups);
-  const int bytes = (groups * kGB + 15) / 16 * 16;
+  const bool idle = c * kRegGroups<N> >= n_groups;
+  const int groups = idle ? 0 : min(kRegGroups<N>, n_groups - c * kRegGroups<N>);
+  // A chunk is copied from the 16-byte unit holding its first byte (bulk copies), so
+  // its groups start `lead` bytes into the slot: 0, or 8 for Q3_K / Q6_K chunks of 4
+  // groups (210 bytes a group), which keeps each group's 8-byte alignment.
+  const int lead = kChunk % 16 == 0 ? 0 : c * kChunk % 16;
+  const int bytes = (lead + groups * kGB + 15) / 16 * 16;
   WarpStream<kStages> stream = warp_stream<T>(smem, warp);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
-    stream.issue(i, fetch.chunk(p, c, kSlot), bytes);
+    stream.issue(i, fetch.chunk(p, c, kChunk) - lead, bytes);
     fetch.next(p, 1);
   };
   issue(0);
   issue(1);
   pdl_begin();
 
-  LaneActs<T> xa;
-  xa.load(p.x, c, groups, lane);
+  using Acts = LaneActs<T, N>;
+  Acts xa;
+  xa.load(p.x, p.in, c, groups, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
     issue(r + 2);
     issue(r + 3);
-    float sum[2] = {0, 0};
+    float sum[2][N] = {};
     // The lane's part of K rows' dot products, the rows in slots s.
     const auto dots = [&]<int K>(const uint8_t* const (&s)[K]) {
 #pragma unroll
-      for (int i = 0; i < LaneActs<T>::kSteps; ++i) {
-        if (LaneActs<T>::live(i, groups, lane)) {
+      for (int i = 0; i < Acts::kSteps; ++i) {
+        if (Acts::live(i, groups, lane)) {
 #pragma unroll
-          for (int k = 0; k < K; ++k) sum[k] += xa.dot(s[k], i, lane);
+          for (int k = 0; k < K; ++k) xa.dot(s[k], i, lane, sum[k]);
         }
       }
     };
     if (!idle) {
       if (two) {
-        const uint8_t* const s[2] = {stream.wait(r), stream.wait(r + 1)};
+        const uint8_t* const s[2] = {stream.wait(r) + lead, stream.wait(r + 1) + lead};
         dots(s);
       } else {
-        const uint8_t* const s[1] = {stream.wait(r)};
+        const uint8_t* const s[1] = {stream.wait(r) + lead};
         dots(s);
       }
       stream.release();
     }
 #pragma unroll
-    for (int k = 0; k < 2; ++k) sum[k] = warp_sum(sum[k]);
+    for (int k = 0; k < 2; ++k)
+#pragma unroll
+      for (int t = 0; t < N; ++t) sum[k][t] = warp_sum(sum[k][t]);
     if (team > 1) {  // the team adds its members' parts in order
       const int par = r / 2 % 2;
-      if (lane == 0) part[par][0][warp] = sum[0], part[par][1][warp] = sum[1];
+      if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < N; ++t) part[par][0][t][warp] = sum[0][t], part[par][1][t][warp] = sum[1][t];
+      }
       team_sync(warp / team, 32 * team);
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        sum[k] = 0;
-        for (int m = 0; m < team; ++m) sum[k] += part[par][k][warp - member + m];
+      for (int kt = 0; kt < 2 * N; ++kt) {
+        float& s = sum[kt / N][kt % N];
+        s = 0;
+        for (int m = 0; m < team; ++m) s += part[par][kt / N][kt % N][warp - member + m];
       }
     }
-    if (lane == 0 && member == 0) work.store(p, 0, sum[0]);
+#pragma unroll
+    for (int t = 0; t < N; ++t)
+      if (lane == 0 && member == 0) work.store(p, t, sum[0][t]);
     work.next(p, 1);
     if (two) {
-      if (lane == 0 && member == 0) work.store(p, 0, sum[1]);
+#pragma unroll
+      for (int t = 0; t < N; ++t)
+        if (lane == 0 && member == 0) work.store(p, t, sum[1][t]);
       work.next(p, 1);
     }
   }
@@ -430,7 +468,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(co
   extern __shared__ uint4 stage[];
   if constexpr (T != DType::F32) {
     if (static_cast<int>(blockIdx.x) >= p.direct_blocks) {
-      if (N == 1 && p.team * kStageGroups * 256 >= p.in) return staged_rows_regs<T>(p, stage);
+      if constexpr (N <= kMaxRegTokens) {
+        if ((N == 1 || p.n == N) && p.team * kRegGroups<N> * 256 >= p.in) return staged_rows_regs<T, N>(p, stage);
+      }
       return staged_rows_mem<T, N>(p, stage);
     }
   }
@@ -454,11 +494,13 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
     if (p.staged_rows > 0) {
       smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
       static const int resident = resident_blocks<matvec_kernel<T, N>>(32 * kWarps, smem);
-      // One token: a warp per chunk of a row (up to kWarps chunks).
-      const int chunks = ceil_div(p.in / 256, kStageGroups);
+      // One or two tokens: a warp per chunk of a row (up to kWarps chunks).
       p.team = 1;
-      while (p.n == 1 && p.team < chunks && p.team < kWarps) p.team *= 2;
-      if (p.team < chunks) p.team = 1;
+      if constexpr (N <= kMaxRegTokens) {
+        const int chunks = ceil_div(p.in / 256, kRegGroups<N>);
+        while (p.n == N && p.team < chunks && p.team < kWarps) p.team *= 2;
+        if (p.team < chunks) p.team = 1;
+      }
       // Each direct block takes about one staged block's place on its SM.
       staged_blocks = std::min(ceil_div(p.staged_rows, kWarps / p.team), std::max(resident - p.direct_blocks, resident / 2));
       p.teams = staged_blocks * (kWarps / p.team);
