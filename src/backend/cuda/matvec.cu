@@ -108,7 +108,7 @@ __device__ __forceinline__ float lane_marked(const uint8_t* slot, int g, int lan
   return Dequant<T>::template block_marked8<2>(slot + offset, lane * 8, q);
 }
 
-// How one token's lanes take a type's weights (LaneActs).
+// How a warp's lanes take a type's weights (LaneActs).
 enum class Lanes {
   kGroups,   // a lane the 8 elements 8·lane .. of a group, as floats (lane_weights)
   kRuns16,   // Q4_K / Q5_K: 16 elements of one run, codes as 1 + c/128
