@@ -651,19 +651,18 @@ void check_ops(Checker& c) {
   }
 
   // Rows of whole 256-element groups: the staged (16-byte aligned) matvec path for
-  // most types. For one token a warp holds a chunk of 8 groups, for two 4 (whose
-  // copies start 8 bytes before a 16-byte unit for Q3_K and Q6_K): 2048, a row per warp
-  // for one token (a team of 2 for two), in a small and a large launch; 4096 and 6144:
-  // teams of 2 or 4 warps per row (one of the 4 idle) for one token, 4 or 8 for two;
-  // 3840: a team whose last warp has an odd count of groups (7 for one token, 3 for
-  // two; Q4_K / Q5_K lanes take groups in pairs); 18432: more chunks than a team has
-  // warps, so one warp walks them all (as for 3 tokens).
+  // most types, for 1, 2, 3 and 5 tokens (the 1-, 2- and 5-token kernels; beyond the
+  // first token the activations come from L1). 2048: a row per warp, in a small and a
+  // large launch; 4096 and 6144: a team of 2 or 4 warps per row (one of the 4 idle);
+  // 3840: a team of 2 whose second warp has an odd count of groups (7; Q4_K / Q5_K
+  // lanes take groups in pairs for one token); 18432: more chunks than a team has
+  // warps, so one warp walks them all.
   const std::pair<int64_t, int64_t> staged_shapes[] = {{2048, 67},  {2048, 4103}, {4096, 300},
                                                        {3840, 70}, {6144, 130},  {18432, 40}};
   for (DType t : kWeightTypes) {
     for (auto [in, out] : staged_shapes) {
       auto w = c.weight(t, {in, out}, 0.03f);
-      for (int64_t n : {1, 2, 3}) {
+      for (int64_t n : {1, 2, 3, 5}) {
         auto x = c.f32({in, n}, c.randn(in * n));
         auto y = c.out({out, n});
         c.cpu().matmul(w.cpu, x.cpu, y.cpu);

@@ -18,13 +18,13 @@ namespace {
 // kStages - 1 slots in flight while it computes on one. A slot holds a chunk of
 // kStageGroups 256-element groups of a row.
 //
-// For one or two tokens, a team has a warp per chunk of the row (8 groups for one
-// token, 4 for two), so each warp's activations (one chunk of each token) stay in its
-// lanes' registers for all its rows, and the team adds its partial dot products in a
-// fixed order; team t owns a run of consecutive rows (+1% a decode step against rows
-// t, t + T, ... for T teams; PERFORMANCE.md, session 18). For more tokens a warp
-// walks every chunk of its rows t, t + T, ... and reads the activations from memory
-// (from L1, for every weight row).
+// A team has a warp per chunk of the row, so each warp's activations of its chunk
+// (token 0's) stay in its lanes' registers for all its rows, and the team adds its
+// partial dot products in a fixed order; team t owns a run of consecutive rows (+1% a
+// decode step against rows t, t + T, ... for T teams; PERFORMANCE.md, session 18).
+// Further tokens' activations are read from L1 once per group for a pair of rows
+// (session 22). Rows of more than kWarps chunks: a warp walks every chunk of its rows
+// t, t + T, ... and reads every token's activations from L1 for every row.
 //
 // The grid holds as many staged blocks as fit on the GPU at once, so a launch is
 // one wave that keeps loading until its last rows. The first copies are issued
@@ -40,7 +40,6 @@ constexpr int kRowsPerWarp = 2;     // direct rows sharing each activation load
 constexpr int kDirectGroups = 2;    // direct rows: groups per pass and row
 constexpr int kSplitMaxRows = 4096;
 constexpr int kMaxJobs = 4;
-constexpr int kMaxRegTokens = 2;    // staged_rows_regs: activations in registers up to this many tokens
 
 constexpr int kStageBarrierVecs = kWarps * kStages * 8 / 16;  // the warps' mbarriers, in uint4
 
@@ -65,7 +64,7 @@ struct MatvecParams {
   int n_jobs;
   int direct_blocks;  // blocks [0, direct_blocks) read direct rows
   int staged_rows;
-  int team;   // warps per staged row: a power of two; > 1 only up to kMaxRegTokens tokens
+  int team;   // warps per staged row: a power of two, 1 when a row has more than kWarps chunks
   int teams;  // in the whole grid
   const float* x;  // {in, n}
   int in, n;
@@ -122,113 +121,121 @@ constexpr Lanes lanes_of() {
   else return Lanes::kGroups;
 }
 
-// Groups of a row whose activations a warp holds in its lanes' registers for N
-// tokens (a chunk): a lane holds 64 activations whatever N.
-template <int N>
-inline constexpr int kRegGroups = kStageGroups / N;
-
-// N tokens' activations of a chunk in a warp's registers, in the lane layout the
-// weight type reads fastest, and the lane's part of the chunk's dot products. A step
-// is what a lane takes at once: `live` says whether lane's step i lies in the chunk's
-// groups. Generally a step is a group and a lane its 8 elements 8·lane ..
-// (lane_weights), decoded once for all N tokens.
-template <DType T, int N, Lanes kLanes = lanes_of<T>()>
+// One chunk of N tokens' activations for a warp, and the lane's part of the chunk's
+// dot products with K rows. A step is what a lane takes at once: `live` says whether
+// lane's step i lies in the chunk's groups. Generally a step is a group and a lane
+// its 8 elements 8·lane .. (lane_weights), decoded once for the K rows' N tokens:
+// token 0's activations stay in registers, the others' are read from L1 once per step
+// for the K rows. One token uses the lane layout its weight type reads fastest.
+template <DType T, int N, Lanes kLanes = (N == 1 ? lanes_of<T>() : Lanes::kGroups)>
 struct LaneActs {
-  static constexpr int kSteps = kRegGroups<N>;
-  float x[N][kSteps][8];
+  static constexpr int kSteps = kStageGroups;
+  float x[kSteps][8];  // token 0's
+  const float* rest;   // N > 1: token t's 8 elements of step i at rest + (t - 1) · in + i · 256
+  int in, n;
   __device__ static bool live(int i, int groups, int /*lane*/) { return i < groups; }
-  // Chunk c of each token's activations (token t at x0 + t · in).
-  __device__ void load(const float* x0, int in, int c, int groups, int lane) {
+  // Chunk c of token 0's activations (token t at x0 + t · in), and where the others' are.
+  __device__ void load(const float* x0, int in_, int n_, int c, int groups, int lane) {
 #pragma unroll
-    for (int t = 0; t < N; ++t)
-#pragma unroll
-      for (int i = 0; i < kSteps; ++i)
-        if (live(i, groups, lane)) load_floats8(x0 + t * in + (c * kSteps + i) * 256 + lane * 8, x[t][i]);
+    for (int i = 0; i < kSteps; ++i)
+      if (live(i, groups, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, x[i]);
+    if constexpr (N > 1) rest = x0 + in_ + c * kSteps * 256 + lane * 8, in = in_, n = n_;
   }
-  // acc[t] += the lane's part of step i of the chunk in `slot` · token t.
-  __device__ void dot(const uint8_t* slot, int i, int lane, float (&acc)[N]) const {
-    float w[8];
-    const float scale = lane_weights<T>(slot, i, lane, w);
+  // acc[k][t] += the lane's part of step i of the chunk in slot s[k] · token t.
+  template <int K>
+  __device__ void dots(const uint8_t* const (&s)[K], int i, int lane, float (&acc)[2][N]) const {
+    float w[K][8], scale[K];
 #pragma unroll
-    for (int t = 0; t < N; ++t) acc[t] += dot8(w, x[t][i]) * scale;
-  }
-};
-
-// Q6_K: codes as 1 + c/128 (marked_code), so a code costs a PRMT and an FFMA, and the
-// lane's Σ x of each group, taken when x is loaded, recovers Σ (c - offset)·x.
-template <DType T, int N>
-struct LaneActs<T, N, Lanes::kMarked8> : LaneActs<T, N, Lanes::kGroups> {
-  using Base = LaneActs<T, N, Lanes::kGroups>;
-  float xsum[N][Base::kSteps];
-  __device__ void load(const float* x0, int in, int c, int groups, int lane) {
-    Base::load(x0, in, c, groups, lane);
+    for (int k = 0; k < K; ++k) {
+      scale[k] = lane_weights<T>(s[k], i, lane, w[k]);
+      acc[k][0] += dot8(w[k], x[i]) * scale[k];
+    }
 #pragma unroll
-    for (int t = 0; t < N; ++t)
+    for (int t = 1; t < N; ++t) {
+      if (t < n) {
+        float xv[8];
+        load_floats8(rest + (t - 1) * in + i * 256, xv);
 #pragma unroll
-      for (int i = 0; i < Base::kSteps; ++i) {
-        xsum[t][i] = 0;
-        if (!Base::live(i, groups, lane)) continue;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) xsum[t][i] += this->x[t][i][j];
+        for (int k = 0; k < K; ++k) acc[k][t] += dot8(w[k], xv) * scale[k];
       }
-  }
-  __device__ void dot(const uint8_t* slot, int i, int lane, float (&acc)[N]) const {
-    uint2 q;
-    const float dl = lane_marked<T>(slot, i, lane, q);
-#pragma unroll
-    for (int t = 0; t < N; ++t) {
-      float s = 0;
-#pragma unroll
-      for (int b = 0; b < 8; ++b) s += marked_code(b < 4 ? q.x : q.y, b % 4) * this->x[t][i][b];
-      acc[t] += dl * (128.0f * s - (128.0f + Dequant<T>::kCodeOffset) * xsum[t][i]);
     }
   }
 };
 
-// Q4_K / Q5_K (the types with run_codes16): a step is two groups and a lane 16
-// elements of one run of 32 (lanes 0-15 the first group, 16-31 the second), so a
-// run's scale and minimum are decoded once per 16 elements instead of once per 8, and
-// applied once: Σ (dl·c - ml)·x = dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16
+// Q6_K, one token: codes as 1 + c/128 (marked_code), so a code costs a PRMT and an
+// FFMA, and the lane's Σ x of each group, taken when x is loaded, recovers
+// Σ (c - offset)·x. (For several tokens the codes as floats serve every token.)
+template <DType T>
+struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
+  using Base = LaneActs<T, 1, Lanes::kGroups>;
+  float xsum[kStageGroups];
+  __device__ void load(const float* x0, int in, int n, int c, int groups, int lane) {
+    Base::load(x0, in, n, c, groups, lane);
+#pragma unroll
+    for (int i = 0; i < kStageGroups; ++i) {
+      xsum[i] = 0;
+      if (!Base::live(i, groups, lane)) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) xsum[i] += this->x[i][j];
+    }
+  }
+  template <int K>
+  __device__ void dots(const uint8_t* const (&s)[K], int i, int lane, float (&acc)[2][1]) const {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      uint2 q;
+      const float dl = lane_marked<T>(s[k], i, lane, q);
+      float sum = 0;
+#pragma unroll
+      for (int b = 0; b < 8; ++b) sum += marked_code(b < 4 ? q.x : q.y, b % 4) * this->x[i][b];
+      acc[k][0] += dl * (128.0f * sum - (128.0f + Dequant<T>::kCodeOffset) * xsum[i]);
+    }
+  }
+};
+
+// Q4_K / Q5_K (the types with run_codes16), one token: a step is two groups and a
+// lane 16 elements of one run of 32 (lanes 0-15 the first group, 16-31 the second),
+// so a run's scale and minimum are decoded once per 16 elements instead of once per 8,
+// and applied once: Σ (dl·c - ml)·x = dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16
 // elements taken when x is loaded. These types' one-token matvec is bound by its
 // instructions (PERFORMANCE.md, session 21).
-template <DType T, int N>
-struct LaneActs<T, N, Lanes::kRuns16> {
-  static constexpr int kSteps = kRegGroups<N> / 2;
-  float x[N][kSteps][16], xsum[N][kSteps];
+template <DType T>
+struct LaneActs<T, 1, Lanes::kRuns16> {
+  static constexpr int kSteps = kStageGroups / 2;
+  float x[kSteps][16], xsum[kSteps];
   __device__ static bool live(int i, int groups, int lane) { return 2 * i + lane / 16 < groups; }
-  __device__ void load(const float* x0, int in, int c, int groups, int lane) {
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int groups, int lane) {
 #pragma unroll
-    for (int t = 0; t < N; ++t)
+    for (int i = 0; i < kSteps; ++i) {
+      xsum[i] = 0;
+      if (!live(i, groups, lane)) continue;
+      const auto* at =
+          reinterpret_cast<const float4*>(x0 + (c * kStageGroups + 2 * i + lane / 16) * 256 + (lane % 16) * 16);
 #pragma unroll
-      for (int i = 0; i < kSteps; ++i) {
-        xsum[t][i] = 0;
-        if (!live(i, groups, lane)) continue;
-        const auto* at = reinterpret_cast<const float4*>(x0 + t * in + (c * kRegGroups<N> + 2 * i + lane / 16) * 256 +
-                                                         (lane % 16) * 16);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float4 v = __ldg(at + q);
-          x[t][i][4 * q] = v.x, x[t][i][4 * q + 1] = v.y, x[t][i][4 * q + 2] = v.z, x[t][i][4 * q + 3] = v.w;
-        }
-#pragma unroll
-        for (int j = 0; j < 16; ++j) xsum[t][i] += x[t][i][j];
+      for (int q = 0; q < 4; ++q) {
+        const float4 v = __ldg(at + q);
+        x[i][4 * q] = v.x, x[i][4 * q + 1] = v.y, x[i][4 * q + 2] = v.z, x[i][4 * q + 3] = v.w;
       }
-  }
-  __device__ void dot(const uint8_t* slot, int i, int lane, float (&acc)[N]) const {
-    const int e = (lane % 16) * 16;  // in the group: run e / 32, half (e / 16) % 2
-    const KRun r = Dequant<T>::run(slot + (2 * i + lane / 16) * Dequant<T>::kBlockBytes, e);
-    uint32_t c[4];
-    Dequant<T>::run_codes16(r, (e / 16) % 2, c);
 #pragma unroll
-    for (int t = 0; t < N; ++t) {
-      float s = 0;
+      for (int j = 0; j < 16; ++j) xsum[i] += x[i][j];
+    }
+  }
+  template <int K>
+  __device__ void dots(const uint8_t* const (&s)[K], int i, int lane, float (&acc)[2][1]) const {
+    const int e = (lane % 16) * 16;  // in the group: run e / 32, half (e / 16) % 2
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const KRun r = Dequant<T>::run(s[k] + (2 * i + lane / 16) * Dequant<T>::kBlockBytes, e);
+      uint32_t c[4];
+      Dequant<T>::run_codes16(r, (e / 16) % 2, c);
+      float sum = 0;
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const uint32_t marked = c[w] | 0x80808080u;
 #pragma unroll
-        for (int b = 0; b < 4; ++b) s += marked_code(marked, b) * x[t][i][4 * w + b];
+        for (int b = 0; b < 4; ++b) sum += marked_code(marked, b) * x[i][4 * w + b];
       }
-      acc[t] += r.dl * 128.0f * (s - xsum[t][i]) - r.ml * xsum[t][i];
+      acc[k][0] += r.dl * 128.0f * (sum - xsum[i]) - r.ml * xsum[i];
     }
   }
 };
@@ -277,14 +284,14 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
   }
 }
 
-// One or two tokens: each warp of a team holds its chunk's activations in registers
-// and takes its rows two at a time (two independent dot products per lane and token),
-// with two more rows in flight.
+// Up to kMaxDotTokens tokens (n <= N), rows of at most kWarps chunks: each warp of a
+// team holds its chunk of token 0's activations in registers (LaneActs) and takes its
+// rows two at a time (two independent dot products per lane and token), with two more
+// rows in flight.
 template <DType T, int N>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
-  constexpr int kGB = bytes_per_256<T>(), kChunk = kRegGroups<N> * kGB;
+  constexpr int kSlot = stage_bytes<T>(), kGB = bytes_per_256<T>();
   static_assert(kStages == 4, "two rows in use and two in flight");
-  static_assert(kChunk % 8 == 0, "a chunk's lead keeps its groups' alignment in the slot (lane_weights)");
   __shared__ float part[2][2][N][kWarps];  // [row pair parity][row of the pair][token][warp]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_groups = p.in / 256, team = p.team, member = warp % team, c = member;
@@ -292,18 +299,14 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   const int per = (p.staged_rows + p.teams - 1) / p.teams, first = team_id * per;
   const int rows = first < p.staged_rows ? min(per, p.staged_rows - first) : 0;
   // A member past the row's last chunk computes nothing but meets its team.
-  const bool idle = c * kRegGroups<N> >= n_groups;
-  const int groups = idle ? 0 : min(kRegGroups<N>, n_groups - c * kRegGroups<N>);
-  // A chunk is copied from the 16-byte unit holding its first byte (bulk copies), so
-  // its groups start `lead` bytes into the slot: 0, or 8 for Q3_K / Q6_K chunks of 4
-  // groups (210 bytes a group), which keeps each group's 8-byte alignment.
-  const int lead = kChunk % 16 == 0 ? 0 : c * kChunk % 16;
-  const int bytes = (lead + groups * kGB + 15) / 16 * 16;
+  const bool idle = c * kStageGroups >= n_groups;
+  const int groups = idle ? 0 : min(kStageGroups, n_groups - c * kStageGroups);
+  const int bytes = (groups * kGB + 15) / 16 * 16;
   WarpStream<kStages> stream = warp_stream<T>(smem, warp);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
-    stream.issue(i, fetch.chunk(p, c, kChunk) - lead, bytes);
+    stream.issue(i, fetch.chunk(p, c, kSlot), bytes);
     fetch.next(p, 1);
   };
   issue(0);
@@ -312,7 +315,7 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
 
   using Acts = LaneActs<T, N>;
   Acts xa;
-  xa.load(p.x, p.in, c, groups, lane);
+  xa.load(p.x, p.in, p.n, c, groups, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
     issue(r + 2);
@@ -321,19 +324,15 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     // The lane's part of K rows' dot products, the rows in slots s.
     const auto dots = [&]<int K>(const uint8_t* const (&s)[K]) {
 #pragma unroll
-      for (int i = 0; i < Acts::kSteps; ++i) {
-        if (Acts::live(i, groups, lane)) {
-#pragma unroll
-          for (int k = 0; k < K; ++k) xa.dot(s[k], i, lane, sum[k]);
-        }
-      }
+      for (int i = 0; i < Acts::kSteps; ++i)
+        if (Acts::live(i, groups, lane)) xa.dots(s, i, lane, sum);
     };
     if (!idle) {
       if (two) {
-        const uint8_t* const s[2] = {stream.wait(r) + lead, stream.wait(r + 1) + lead};
+        const uint8_t* const s[2] = {stream.wait(r), stream.wait(r + 1)};
         dots(s);
       } else {
-        const uint8_t* const s[1] = {stream.wait(r) + lead};
+        const uint8_t* const s[1] = {stream.wait(r)};
         dots(s);
       }
       stream.release();
@@ -358,12 +357,12 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     }
 #pragma unroll
     for (int t = 0; t < N; ++t)
-      if (lane == 0 && member == 0) work.store(p, t, sum[0][t]);
+      if (lane == 0 && member == 0 && (N == 1 || t < p.n)) work.store(p, t, sum[0][t]);
     work.next(p, 1);
     if (two) {
 #pragma unroll
       for (int t = 0; t < N; ++t)
-        if (lane == 0 && member == 0) work.store(p, t, sum[1][t]);
+        if (lane == 0 && member == 0 && (N == 1 || t < p.n)) work.store(p, t, sum[1][t]);
       work.next(p, 1);
     }
   }
@@ -468,9 +467,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(co
   extern __shared__ uint4 stage[];
   if constexpr (T != DType::F32) {
     if (static_cast<int>(blockIdx.x) >= p.direct_blocks) {
-      if constexpr (N <= kMaxRegTokens) {
-        if ((N == 1 || p.n == N) && p.team * kRegGroups<N> * 256 >= p.in) return staged_rows_regs<T, N>(p, stage);
-      }
+      if (p.team * kStageGroups * 256 >= p.in) return staged_rows_regs<T, N>(p, stage);
       return staged_rows_mem<T, N>(p, stage);
     }
   }
@@ -494,13 +491,11 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
     if (p.staged_rows > 0) {
       smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
       static const int resident = resident_blocks<matvec_kernel<T, N>>(32 * kWarps, smem);
-      // One or two tokens: a warp per chunk of a row (up to kWarps chunks).
+      // A warp per chunk of a row (up to kWarps chunks).
+      const int chunks = ceil_div(p.in / 256, kStageGroups);
       p.team = 1;
-      if constexpr (N <= kMaxRegTokens) {
-        const int chunks = ceil_div(p.in / 256, kRegGroups<N>);
-        while (p.n == N && p.team < chunks && p.team < kWarps) p.team *= 2;
-        if (p.team < chunks) p.team = 1;
-      }
+      while (p.team < chunks && p.team < kWarps) p.team *= 2;
+      if (p.team < chunks) p.team = 1;
       // Each direct block takes about one staged block's place on its SM.
       staged_blocks = std::min(ceil_div(p.staged_rows, kWarps / p.team), std::max(resident - p.direct_blocks, resident / 2));
       p.teams = staged_blocks * (kWarps / p.team);
@@ -512,7 +507,8 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
 // Kernels for 1, 2 and kMaxDotTokens tokens. One compiled for more tokens than it is
 // given still issues the others' instructions, predicated off: at 2 tokens the 5-token
 // kernel's threads were off for a third of them, and a kernel of its own measured +7%
-// at 2 sequences; kernels of their own for 3 and 4 tokens gained nothing (4: -2%;
+// at 2 sequences; kernels of their own for 3 and 4 tokens gained nothing (4: -2%; all
+// on the path that read every token from L1 for every row;
 // PERFORMANCE.md, session 17).
 template <DType T>
 void launch_for_tokens(MatvecParams& p, cudaStream_t s) {
