@@ -314,7 +314,7 @@ template <> struct Dequant<DType::Q6_K> {
   // a row alternate between 2- and 4-byte alignment (every fourth is 8-byte aligned)
   // and a lane's code bytes lie at multiples of 8 in its block, so a caller that
   // knows the block's alignment reads them in 2 or 4 loads instead of 8.
-  // marked_codes8: the 6-bit codes c with bit 7 set, a byte each (0x80 | c), and the
+  // block_marked8: the 6-bit codes c with bit 7 set, a byte each (0x80 | c), and the
   // scale: element i is scale · (c_i - kCodeOffset).
   static constexpr int kCodeOffset = 32;
   template <int Align>

@@ -70,6 +70,17 @@ struct MatvecParams {
   int in, n;
 };
 
+// f(std::integral_constant<int, A>{}) with A the alignment (8, 4 or 2 bytes) of a
+// group `offset` bytes into a 16-byte aligned slot: Q6_K's 210-byte blocks read their
+// codes in 2 or 4 loads instead of 8 where their place allows. offset is a constant in
+// the unrolled group loops, so one call remains.
+template <class F>
+__device__ __forceinline__ auto with_group_align(int offset, F&& f) {
+  if (offset % 8 == 0) return f(std::integral_constant<int, 8>{});
+  if (offset % 4 == 0) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 2>{});
+}
+
 // The lane's 8 weights of group g of a staged slot (shared memory, 16-byte aligned)
 // and the factor their dot product takes: a format with one scale per 8 elements
 // (codes8) has it applied once, after the dot product.
@@ -78,10 +89,8 @@ __device__ __forceinline__ float lane_weights(const uint8_t* slot, int g, int la
   const int offset = g * bytes_per_256<T>();
   const uint8_t* group = slot + offset;
   if constexpr (T == DType::Q6_K) {
-    // g is a constant in the unrolled group loops: one of these remains.
-    if (offset % 8 == 0) return Dequant<T>::template block_codes8<8>(group, lane * 8, w);
-    if (offset % 4 == 0) return Dequant<T>::template block_codes8<4>(group, lane * 8, w);
-    return Dequant<T>::template block_codes8<2>(group, lane * 8, w);
+    return with_group_align(offset,
+                            [&](auto a) { return Dequant<T>::template block_codes8<a.value>(group, lane * 8, w); });
   } else if constexpr (requires { Dequant<T>::codes8(group, 0, w); }) {
     return Dequant<T>::codes8(group, lane * 8, w);
   } else {
@@ -102,9 +111,9 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float (&x)[8]) 
 template <DType T>
 __device__ __forceinline__ float lane_marked(const uint8_t* slot, int g, int lane, uint2& q) {
   const int offset = g * bytes_per_256<T>();
-  if (offset % 8 == 0) return Dequant<T>::template block_marked8<8>(slot + offset, lane * 8, q);
-  if (offset % 4 == 0) return Dequant<T>::template block_marked8<4>(slot + offset, lane * 8, q);
-  return Dequant<T>::template block_marked8<2>(slot + offset, lane * 8, q);
+  const uint8_t* group = slot + offset;
+  return with_group_align(offset,
+                          [&](auto a) { return Dequant<T>::template block_marked8<a.value>(group, lane * 8, q); });
 }
 
 // How a warp's lanes take a type's weights (LaneActs).
@@ -507,9 +516,9 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
 // Kernels for 1, 2 and kMaxDotTokens tokens. One compiled for more tokens than it is
 // given still issues the others' instructions, predicated off: at 2 tokens the 5-token
 // kernel's threads were off for a third of them, and a kernel of its own measured +7%
-// at 2 sequences; kernels of their own for 3 and 4 tokens gained nothing (4: -2%; all
-// on the path that read every token from L1 for every row;
-// PERFORMANCE.md, session 17).
+// at 2 sequences; kernels of their own for 3 and 4 tokens gained nothing (4: -2%),
+// both measured on the path that read every token from L1 for every row
+// (PERFORMANCE.md, session 17).
 template <DType T>
 void launch_for_tokens(MatvecParams& p, cudaStream_t s) {
   if (p.n == 1) launch_matvec<T, 1>(p, s);
