@@ -458,7 +458,7 @@ class CudaBackend final : public Backend {
               up.ne[2] == E && down.ne[2] == E && d % 8 == 0 && ff % 8 == 0,
           "moe_ffn", "expert shapes");
     check(ids.rows() == n && y.ne[0] == d && y.rows() == n, "moe_ffn", "ids/y shape");
-    if (n > cuda::kMatvecMaxTokens) {  // batches: experts as grouped tensor-core products
+    if (n > cuda::kExpertDecodeMaxTokens) {  // batches: experts as grouped tensor-core products
       void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
       submit(Key(OpId::MoeFfn) << x << gate << up << down << ids << weights << y, [=](cudaStream_t s) {
         cuda::moe_ffn_grouped(x, gate, up, down, ids, weights, y, scratch, s);
@@ -718,7 +718,7 @@ class CudaBackend final : public Backend {
           "gate shape");
     const float* gl = gate_logit ? gate_logit->as<const float>() : nullptr;
     // Longer batches: swiglu into a buffer, the tiled matmul, then the gate and add.
-    const bool fused = n <= cuda::kMatvecMaxTokens;
+    const bool fused = n <= cuda::kExpertDecodeMaxTokens;
     float* act = fused ? nullptr : static_cast<float*>(arena_.take(ff * n * sizeof(float)));
     float* out = fused ? nullptr : static_cast<float*>(arena_.take(d * n * sizeof(float)));
     const Tensor act_t = Tensor::make(DType::F32, {ff, n}, act), out_t = Tensor::make(DType::F32, {d, n}, out);
@@ -738,7 +738,7 @@ class CudaBackend final : public Backend {
   void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate, const Tensor& up,
                  const Tensor& down, const SharedExpert* shared, const Tensor& y) override {
     const int64_t n = x.rows();
-    if (n > cuda::kMatvecMaxTokens) {  // batches: the ops one by one
+    if (n > cuda::kExpertDecodeMaxTokens) {  // batches: the ops one by one
       const Tensor ids = scratch(DType::I32, {k, n}), weights = scratch(DType::F32, {k, n});
       moe_route(logits, k, renormalize, ids, weights);
       moe_ffn(x, gate, up, down, ids, weights, y);

@@ -15,11 +15,11 @@
 namespace zinc::cuda {
 
 // y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 5
-// (weight-bandwidth bound); matmul_tiled for larger n (tensor cores). The same bound
-// splits the MoE and shared-expert paths: from 6 tokens (6 sequences decoding) the
-// tensor-core kernels beat these, whose loads and multiply-adds grow with every token
-// (PERFORMANCE.md, session 17).
+// (weight-bandwidth bound); matmul_tiled for larger n (tensor cores): from 6 tokens (6
+// sequences decoding) the tensor-core kernels beat it (PERFORMANCE.md, sessions 17
+// and 22). The MoE and shared-expert decode kernels take up to 8 tokens.
 inline constexpr int64_t kMatvecMaxTokens = 5;
+inline constexpr int64_t kExpertDecodeMaxTokens = 8;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for n <= kMatvecMaxTokens, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
@@ -155,19 +155,19 @@ struct ExpertParts {
   float* sums;
   float* weights;
 };
-// moe_route + moe_ffn in two launches for n <= kMatvecMaxTokens: the expert kernels
+// moe_route + moe_ffn in two launches for n <= kExpertDecodeMaxTokens: the expert kernels
 // route from the logits {E, n} themselves. Same scratch as moe_ffn. With `parts`,
 // y is left alone and the experts' outputs go there instead.
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
                     const Tensor& up, const Tensor& down, const Tensor& y, float* act, const ExpertParts* parts,
                     cudaStream_t s);
-// moe_ffn for n > kMatvecMaxTokens (moe_grouped.cu): pairs grouped by expert on the
+// moe_ffn for n > kExpertDecodeMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
 size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
 void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
                      const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s);
-// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kMatvecMaxTokens;
+// y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kExpertDecodeMaxTokens;
 // gate_logit {n} may be null (no gate). `inputs_settled`: g, u and gate_logit were
 // written before the previous kernel (moe_ffn_routed's pair), so all but the add into
 // y runs while that kernel finishes.

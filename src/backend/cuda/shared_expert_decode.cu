@@ -9,7 +9,9 @@
 namespace zinc::cuda {
 namespace {
 
-constexpr int kSharedMaxTokens = static_cast<int>(kMatvecMaxTokens);
+// Kernels for up to 5 tokens (one sequence's decode among them: a kernel compiled for
+// more tokens issues their instructions predicated off) and up to kExpertDecodeMaxTokens.
+constexpr int kFewTokens = 5;
 
 struct SharedParams {
   const uint8_t* down;  // {ff, d}
@@ -24,9 +26,9 @@ struct SharedParams {
   bool inputs_settled;
 };
 
-// grid (d / rows). Shared memory: the rows' span, silu(g)·u of every token, the sums,
-// with run scales the run sums of silu(g)·u.
-template <DType T>
+// grid (d / rows), n <= kMaxTokens. Shared memory: the rows' span, silu(g)·u of every
+// token, the sums, with run scales the run sums of silu(g)·u.
+template <DType T, int kMaxTokens>
 __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const __grid_constant__ SharedParams p) {
   extern __shared__ uint4 smem[];
   if (!p.inputs_settled) pdl_begin();
@@ -43,15 +45,15 @@ __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const
     xs[c / chunks * chunks + swizzled_chunk(c % chunks)] =
         make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w);
   }
-  float* sums = reinterpret_cast<float*>(xs + p.n * chunks);  // [row][kSharedMaxTokens]
-  float* xsum = sums + p.rows * kSharedMaxTokens;             // [token][ff / 32]
+  float* sums = reinterpret_cast<float*>(xs + p.n * chunks);  // [row][kMaxTokens]
+  float* xsum = sums + p.rows * kMaxTokens;                   // [token][ff / 32]
   if constexpr (kHasRunScales<T>) {
     __syncthreads();
     stage_run_sums(xs, p.n, p.ff / 32, xsum);
   }
   cp_async_wait<0>();
   __syncthreads();
-  rows_dot_staged<T, kSharedMaxTokens>(
+  rows_dot_staged<T, kMaxTokens>(
       0, nr, p.ff, p.n, chunks,
       [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
         row = rows + i * p.row_bytes, xr = xs, xsr = xsum;
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const
         routed += p.parts.weights[t * p.k + j] * p.parts.sums[static_cast<int64_t>(t * p.k + j) * p.d + r0 + r];
     else
       routed = y;
-    y = routed + gate * sums[r * kSharedMaxTokens + t];
+    y = routed + gate * sums[r * kMaxTokens + t];
   }
 }
 
@@ -95,15 +97,20 @@ void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, con
   if (p.ff % 32 != 0) throw std::invalid_argument("cuda shared_expert_add: rows not a multiple of 32 elements");
   // 16 rows per block: 128 blocks on a 2048-wide model, one per SM.
   const int runs = has_run_scales(down.type) ? p.n * p.ff / 32 : 0;
+  const int max_tokens = p.n <= kFewTokens ? kFewTokens : static_cast<int>(kExpertDecodeMaxTokens);
   auto smem = [&] {
-    return span_slot_bytes(p.rows * p.row_bytes) + (p.n * p.ff + p.rows * kSharedMaxTokens + runs) * sizeof(float);
+    return span_slot_bytes(p.rows * p.row_bytes) + (p.n * p.ff + p.rows * max_tokens + runs) * sizeof(float);
   };
   for (; smem() > kSmemBudget; p.rows /= 2)
     if (p.rows == 1) throw std::invalid_argument("cuda shared_expert_add: rows too long for shared memory");
+  const auto launch = [&]<auto kKernel>() {
+    allow_smem<kKernel>(kSmemBudget);
+    launch_pdl_smem(kKernel, ceil_div(p.d, p.rows), kExpertThreads, smem(), s, p);
+  };
   dispatch_weight_type(down.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
-    allow_smem<shared_expert_add_kernel<T>>(kSmemBudget);
-    launch_pdl_smem(shared_expert_add_kernel<T>, ceil_div(p.d, p.rows), kExpertThreads, smem(), s, p);
+    if (max_tokens == kFewTokens) launch.template operator()<shared_expert_add_kernel<T, kFewTokens>>();
+    else launch.template operator()<shared_expert_add_kernel<T, static_cast<int>(kExpertDecodeMaxTokens)>>();
   });
   ZINC_CUDA_LAUNCHED("shared_expert_add");
 }
