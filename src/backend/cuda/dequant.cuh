@@ -60,7 +60,9 @@ __device__ __forceinline__ float code_as_float(uint2 w, int i, float offset) {
 // A code c < 128 stored as a byte with bit 7 set (0x80 | c), byte b of w, placed under
 // 1.0's exponent: exactly 1 + c/128, in one PRMT. A dot product over such codes adds
 // no FADD a code and recovers Σ c·x = 128·(Σ (1 + c/128)·x - Σ x) from the Σ x it
-// holds (PERFORMANCE.md, session 21).
+// holds (PERFORMANCE.md, session 21). A code stored as it is (bit 7 clear) comes out
+// as half that, 0.5 + c/256, and Σ c·x = 256·(Σ (0.5 + c/256)·x - Σ x / 2): no LOP
+// to mark it (session 24).
 __device__ __forceinline__ float marked_code(uint32_t w, int b) {
   return __uint_as_float(__byte_perm(w, 0x3F000000u, 0x7044 | (b << 8)));
 }

@@ -206,8 +206,9 @@ struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
 // lane 16 elements of one run of 32 (lanes 0-15 the first group, 16-31 the second),
 // so a run's scale and minimum are decoded once per 16 elements instead of once per 8,
 // and applied once: Σ (dl·c - ml)·x = dl·Σ c·x - ml·Σ x, with Σ x of the lane's 16
-// elements taken when x is loaded. These types' one-token matvec is bound by its
-// instructions (PERFORMANCE.md, session 21).
+// elements taken when x is loaded. A code costs a PRMT and an FFMA (marked_code on
+// codes left unmarked). These types' one-token matvec is bound by its instructions
+// (PERFORMANCE.md, sessions 21 and 24).
 template <DType T>
 struct LaneActs<T, 1, Lanes::kRuns16> {
   static constexpr int kSteps = kStageGroups / 2;
@@ -239,12 +240,10 @@ struct LaneActs<T, 1, Lanes::kRuns16> {
       Dequant<T>::run_codes16(r, (e / 16) % 2, c);
       float sum = 0;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const uint32_t marked = c[w] | 0x80808080u;
+      for (int w = 0; w < 4; ++w)
 #pragma unroll
-        for (int b = 0; b < 4; ++b) sum += marked_code(marked, b) * x[i][4 * w + b];
-      }
-      acc[k][0] += r.dl * 128.0f * (sum - xsum[i]) - r.ml * xsum[i];
+        for (int b = 0; b < 4; ++b) sum += marked_code(c[w], b) * x[i][4 * w + b];
+      acc[k][0] += r.dl * 256.0f * fmaf(-0.5f, xsum[i], sum) - r.ml * xsum[i];
     }
   }
 };
