@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""What a kernel's hot loop issues, from `cuobjdump -sass`: its basic blocks and
+their instructions by opcode, counted before a change is measured on the GPU.
+
+A kernel's unrolled inner step is one basic block (or a few alike), so the blocks with
+the most of an opcode the step must issue (FFMA for a dot product) are the step, and
+their size per weight is what a change to the step's arithmetic moves. PTX line counts
+say little: ptxas schedules, fuses and rematerialises.
+
+  nvcc -std=c++20 -arch=sm_90a -O3 --expt-relaxed-constexpr -I src -cubin \\
+       src/backend/cuda/matvec.cu -o mv.cubin && cuobjdump -sass mv.cubin > mv.sass
+  sass_blocks.py mv.sass 'matvec_kernel<\\(zinc::DType\\)12, 1>' [--by FFMA] [--with LDS] [--most 8]
+                 [--compare old.sass]
+
+--with keeps the blocks that also hold that opcode (LDS: the staged rows' steps, not
+the direct rows' that read global memory).
+
+cuobjdump comes with the CUDA toolkit, or from PyPI (`pip download --no-deps
+nvidia-cuda-cuobjdump`, a wheel to unzip). Kernel names are demangled with c++filt
+where it is on PATH, and matched as a regular expression (re.search).
+"""
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+import sys
+
+_INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+_TARGET = re.compile(r"0x([0-9a-f]+)")
+_BRANCHES = ("BRA", "BRX", "JMP", "JMX", "CALL", "BSSY", "BREAK", "RET", "EXIT")
+
+
+def read_functions(text):
+    """{mangled name: [(address, opcode, operands)]} in program order."""
+    funcs, name = {}, None
+    for line in text.splitlines():
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            name = m.group(1)
+            funcs[name] = []
+            continue
+        m = _INSTR.match(line)
+        if m and name is not None:
+            funcs[name].append((int(m.group(1), 16), m.group(3), m.group(4).strip()))
+    return funcs
+
+
+def demangle(names):
+    """{mangled: readable}, the names themselves where c++filt is not on PATH."""
+    names = list(names)
+    if not names or not shutil.which("c++filt"):
+        return {n: n for n in names}
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    return dict(zip(names, out))
+
+
+def base(opcode):
+    """FFMA.FTZ -> FFMA."""
+    return opcode.split(".")[0]
+
+
+def basic_blocks(instrs):
+    """The instructions split where a branch or reconvergence point lands and after each
+    branch: [(start address, [opcode, ...])]."""
+    starts = set()
+    for _, op, args in instrs:
+        if base(op) in _BRANCHES:
+            m = _TARGET.search(args)
+            if m:
+                starts.add(int(m.group(1), 16))
+    blocks, cur, start = [], [], None
+    for addr, op, _ in instrs:
+        if addr in starts and cur:
+            blocks.append((start, cur))
+            cur = []
+        if not cur:
+            start = addr
+        cur.append(op)
+        if base(op) in _BRANCHES and base(op) != "BSSY":
+            blocks.append((start, cur))
+            cur = []
+    if cur:
+        blocks.append((start, cur))
+    return blocks
+
+
+def hot_blocks(instrs, by="FFMA", most=8, with_ops=()):
+    """The blocks with the most `by` instructions (then the largest) that hold every
+    opcode of `with_ops`: [(start, size, Counter of opcodes)]."""
+    rows = []
+    for start, ops in basic_blocks(instrs):
+        mix = collections.Counter(base(op) for op in ops)
+        if mix[by] and all(mix[op] for op in with_ops):
+            rows.append((start, len(ops), mix))
+    rows.sort(key=lambda r: (-r[2][by], -r[1], r[0]))
+    return rows[:most]
+
+
+def report(path, pattern, by, most, with_ops=()):
+    """Lines describing each kernel of `path` whose readable name matches `pattern`."""
+    with open(path) as f:
+        funcs = read_functions(f.read())
+    names = demangle(funcs)
+    lines = []
+    for mangled, instrs in funcs.items():
+        if not re.search(pattern, names[mangled]):
+            continue
+        lines.append(f"{names[mangled]}: {len(instrs)} instructions")
+        for start, size, mix in hot_blocks(instrs, by, most, with_ops):
+            top = " ".join(f"{op} {n}" for op, n in mix.most_common(10))
+            lines.append(f"  block {start:#07x}: {size:4d} instructions, {by} {mix[by]:3d} | {top}")
+    return lines
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sass", help="cuobjdump -sass output")
+    ap.add_argument("kernel", help="regular expression on the demangled kernel name")
+    ap.add_argument("--by", default="FFMA", help="rank blocks by this opcode (default FFMA)")
+    ap.add_argument("--with", dest="with_ops", action="append", default=[], metavar="OPCODE",
+                    help="only blocks that also hold this opcode (repeatable)")
+    ap.add_argument("--most", type=int, default=8, help="blocks shown per kernel (default 8)")
+    ap.add_argument("--compare", metavar="SASS", help="another build's cuobjdump -sass output, shown first")
+    args = ap.parse_args(argv)
+    for path in ([args.compare] if args.compare else []) + [args.sass]:
+        lines = report(path, args.kernel, args.by, args.most, args.with_ops)
+        print(f"== {path}")
+        print("\n".join(lines) if lines else f"no kernel matches {args.kernel!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
