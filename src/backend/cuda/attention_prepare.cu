@@ -97,9 +97,9 @@ __global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __gri
     float out = row[d];
     if (d < p.n_rot) {
       const int j = p.neox ? d % half : d / 2;
-      const int i0 = p.neox ? j : 2 * j, i1 = p.neox ? j + half : 2 * j + 1;
-      const float a = row[i0], b = row[i1];
-      out = d == i0 ? a * cs[u] - b * sn[u] : a * sn[u] + b * cs[u];
+      const int2 i = rope_dims(p.neox, j, half);
+      const float a = row[i.x], b = row[i.y];
+      out = d == i.x ? a * cs[u] - b * sn[u] : a * sn[u] + b * cs[u];
     }
     if (is_q) {
       p.q[head * D + d] = out;

@@ -143,6 +143,12 @@ __device__ __forceinline__ void rope_sincos(double theta, double freq_scale, con
   sincosf(static_cast<float>(position) * static_cast<float>(f), &sn, &cs);
 }
 
+// The two dims rope turns together as pair j of half = n_rot / 2: j and j + half (the
+// NeoX layout) or 2j and 2j + 1.
+__device__ __forceinline__ int2 rope_dims(bool neox, int j, int half) {
+  return make_int2(neox ? j : 2 * j, neox ? j + half : 2 * j + 1);
+}
+
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 

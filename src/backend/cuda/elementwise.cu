@@ -132,10 +132,10 @@ __global__ void rope_kernel(const __grid_constant__ RopeKernelParams p) {
   float sn, cs;
   rope_sincos(p.theta, p.freq_scale, p.freq_factors, j, p.n_rot, p.pos[t], sn, cs);
   float* xh = p.x + (static_cast<int64_t>(t) * p.heads + h) * p.head_dim;
-  const int i0 = p.neox ? j : 2 * j, i1 = p.neox ? j + p.half : 2 * j + 1;
-  const float a = xh[i0], b = xh[i1];
-  xh[i0] = a * cs - b * sn;
-  xh[i1] = a * sn + b * cs;
+  const int2 i = rope_dims(p.neox, j, p.half);
+  const float a = xh[i.x], b = xh[i.y];
+  xh[i.x] = a * cs - b * sn;
+  xh[i.y] = a * sn + b * cs;
 }
 
 enum class Binary { Add, Swiglu, MulSigmoid, MulSigmoidRow };
