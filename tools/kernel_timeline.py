@@ -26,6 +26,15 @@ def short(name):
     return re.sub(r"\(.*$", "", name)
 
 
+def demangle(names):
+    """{mangled: readable}, the names themselves where c++filt is not on PATH."""
+    names = list(names)
+    if not names or not shutil.which("c++filt"):
+        return {n: n for n in names}
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    return dict(zip(names, out))
+
+
 def read_trace(path):
     """Records (start, end, graph node, name), by start; mangled names demangled where c++filt is."""
     recs = []
@@ -33,11 +42,7 @@ def read_trace(path):
         for line in f:
             s, e, node, name = line.rstrip("\n").split(" ", 3)
             recs.append((int(s), int(e), int(node), name))
-    mangled = sorted({r[3] for r in recs if r[3].startswith("_Z")})
-    plain = {}
-    if mangled and shutil.which("c++filt"):
-        out = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True).stdout.split("\n")
-        plain = dict(zip(mangled, out))
+    plain = demangle(sorted({r[3] for r in recs if r[3].startswith("_Z")}))
     return sorted((s, e, node, short(plain.get(name, name))) for s, e, node, name in recs)
 
 

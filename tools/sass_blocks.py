@@ -22,13 +22,14 @@ where it is on PATH, and matched as a regular expression (re.search).
 import argparse
 import collections
 import re
-import shutil
-import subprocess
 import sys
+
+from kernel_timeline import demangle  # tools/, beside this script
 
 _INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 _TARGET = re.compile(r"0x([0-9a-f]+)")
-_BRANCHES = ("BRA", "BRX", "JMP", "JMX", "CALL", "BSSY", "BREAK", "RET", "EXIT")
+_ENDS = ("BRA", "BRX", "JMP", "JMX", "CALL", "BREAK", "RET", "EXIT")  # end a block
+_TARGETED = _ENDS + ("BSSY",)  # name an address a block starts at (BSSY: where a branch reconverges)
 
 
 def read_functions(text):
@@ -46,15 +47,6 @@ def read_functions(text):
     return funcs
 
 
-def demangle(names):
-    """{mangled: readable}, the names themselves where c++filt is not on PATH."""
-    names = list(names)
-    if not names or not shutil.which("c++filt"):
-        return {n: n for n in names}
-    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
-    return dict(zip(names, out))
-
-
 def base(opcode):
     """FFMA.FTZ -> FFMA."""
     return opcode.split(".")[0]
@@ -65,7 +57,7 @@ def basic_blocks(instrs):
     branch: [(start address, [opcode, ...])]."""
     starts = set()
     for _, op, args in instrs:
-        if base(op) in _BRANCHES:
+        if base(op) in _TARGETED:
             m = _TARGET.search(args)
             if m:
                 starts.add(int(m.group(1), 16))
@@ -77,7 +69,7 @@ def basic_blocks(instrs):
         if not cur:
             start = addr
         cur.append(op)
-        if base(op) in _BRANCHES and base(op) != "BSSY":
+        if base(op) in _ENDS:
             blocks.append((start, cur))
             cur = []
     if cur:
