@@ -1,0 +1,284 @@
+// gpu-check's whole-model checks: a tiny model of an architecture written by synth,
+// run on the CPU backend, the CUDA backend with graphs and without: prefill, decode,
+// 2048 decoded tokens, generate() with the sampler chain, repeat runs bitwise equal.
+#ifdef ZINC_WITH_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/gpu_check/checker.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "runtime/generator.h"
+
+namespace zinc::cli::gpu_check {
+namespace {
+
+// ---- whole models -----------------------------------------------------------------
+
+struct LogitStats {
+  double top1 = 0, kl = 0;
+};
+// A row agrees when the GPU's top token is the reference's, or is tied with it in
+// the reference to within kNearTie logits: random tiny models have many near ties,
+// which rounding (bf16 prefill paths, a router's top-k) may resolve either way.
+constexpr double kNearTie = 0.05;
+LogitStats compare_logits(const std::vector<float>& ref, const std::vector<float>& got, int64_t V) {
+  LogitStats s;
+  const int64_t rows = static_cast<int64_t>(ref.size()) / V;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = ref.data() + r * V;
+    const float* b = got.data() + r * V;
+    const float* ref_top = std::max_element(a, a + V);
+    s.top1 += *ref_top - a[std::max_element(b, b + V) - b] <= kNearTie;
+    const double ma = *std::max_element(a, a + V), mb = *std::max_element(b, b + V);
+    double za = 0, zb = 0;
+    for (int64_t i = 0; i < V; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
+    double kl = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      const double pa = std::exp(a[i] - ma) / za, lpa = a[i] - ma - std::log(za), lpb = b[i] - mb - std::log(zb);
+      kl += pa * (lpa - lpb);
+    }
+    s.kl += kl;
+  }
+  s.top1 /= static_cast<double>(rows);
+  s.kl /= static_cast<double>(rows);
+  return s;
+}
+
+void append(std::vector<float>& to, const std::vector<float>& rows) { to.insert(to.end(), rows.begin(), rows.end()); }
+
+std::vector<float> read_logits(Backend& be, const Tensor& t) {
+  std::vector<float> v(t.n_elements());
+  be.read(t, v.data(), t.nbytes());
+  return v;
+}
+
+}  // namespace
+
+void check_model(Checker& c, const std::string& arch, const std::string& model_preset, const std::string& dir) {
+  synth::Options opt;
+  opt.arch = arch;
+  opt.preset = model_preset;
+  const std::string preset = arch + " " + model_preset;  // the name in reports
+  const std::string path = dir + "/gpu-check-" + arch + "-" + model_preset + ".gguf";
+  synth::write(synth::make_spec(opt), 7, path, 8);
+  auto file = gguf::GgufFile::open(path);
+  auto cpu = make_cpu_backend(0);
+  auto gpu = make_cuda_backend(0);
+  auto eager = make_cuda_backend(CudaOptions{0, false});
+  auto m_cpu = load_model(*file, *cpu), m_gpu = load_model(*file, *gpu), m_eager = load_model(*file, *eager);
+  const int64_t V = m_cpu->n_vocab();
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V - 1));
+  auto tokens = [&](int64_t n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = pick(rng);
+    return t;
+  };
+  auto check_stats = [&](const std::string& what, const LogitStats& s) {
+    c.report(preset + " " + what + " top-1 disagreement", 1.0 - s.top1, 0.01);
+    c.report(preset + " " + what + " mean KL", s.kl, 1e-3);
+  };
+
+  // Prefill of 40 tokens, logits at every position.
+  const auto prompt = tokens(40);
+  SequenceState sc = m_cpu->new_sequence(4096), sg = m_gpu->new_sequence(4096);
+  const auto ref = read_logits(*cpu, m_cpu->forward(sc, prompt, 40));
+  const auto got = read_logits(*gpu, m_gpu->forward(sg, prompt, 40));
+  check_stats("prefill 40", compare_logits(ref, got, V));
+
+  // Prompt lengths around the chunked delta rule's 64 tokens and the token tiles:
+  // prefill against the CPU's prefill and against this backend's own token-by-token
+  // decode of the same prompt, then 4 tokens decoded on from both states. Each length
+  // is judged over at least kMinRows rows (several prompts when short): the bar is a
+  // rate, and in an MoE model a router whose k-th and (k+1)-th experts are tied to
+  // within rounding (gaps of 3e-4..3e-3 logits in the tiny models) legitimately flips
+  // one row, which out of 64 rows alone would read as 1.6%.
+  std::mt19937 length_rng(5);  // its own stream: the checks below keep their tokens
+  auto length_tokens = [&, pick_len = pick](int64_t n) mutable {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = pick_len(length_rng);
+    return t;
+  };
+  constexpr int64_t kMinRows = 1000;
+  for (int64_t n : {1, 7, 63, 64, 65, 1000}) {
+    std::vector<float> lc, lg, lt, after_prefill, after_steps;
+    for (int64_t rep = 0; rep * n < kMinRows; ++rep) {
+      const auto p = length_tokens(n), next = length_tokens(4);
+      SequenceState pc = m_cpu->new_sequence(n + 8), pg = m_gpu->new_sequence(n + 8), tg = m_gpu->new_sequence(n + 8);
+      append(lc, read_logits(*cpu, m_cpu->forward(pc, p, n)));
+      append(lg, read_logits(*gpu, m_gpu->forward(pg, p, n)));
+      for (int64_t i = 0; i < n; ++i)
+        append(lt, read_logits(*gpu, m_gpu->forward(tg, std::span<const int32_t>(&p[i], 1), 1)));
+      for (const int32_t t : next) {
+        const std::span<const int32_t> one(&t, 1);
+        append(after_prefill, read_logits(*gpu, m_gpu->forward(pg, one, 1)));
+        append(after_steps, read_logits(*gpu, m_gpu->forward(tg, one, 1)));
+      }
+    }
+    const std::string sn = std::to_string(n);
+    check_stats("prefill " + sn + " vs CPU prefill", compare_logits(lc, lg, V));
+    check_stats("prefill " + sn + " vs token-by-token decode", compare_logits(lt, lg, V));
+    check_stats("4 decoded after prefill " + sn + " vs after token-by-token", compare_logits(after_steps, after_prefill, V));
+  }
+
+  // Then 2048 decoded tokens (teacher-forced with the same random tokens), checked
+  // against the CPU at every step, judged per window of 256 steps (so the bar holds all
+  // along, at a resolution a single router near-tie cannot break; see kMinRows), and
+  // against the eager (graph-free) GPU backend bitwise at every step.
+  SequenceState se = m_eager->new_sequence(4096);
+  read_logits(*eager, m_eager->forward(se, prompt, 1));
+  const auto stream = tokens(2048);
+  std::vector<float> ref_window, got_window;
+  double graph_mismatch = 0;
+  for (int64_t i = 0; i < 2048; ++i) {
+    const std::span<const int32_t> one(&stream[i], 1);
+    const auto lg = read_logits(*gpu, m_gpu->forward(sg, one, 1));
+    const auto le = read_logits(*eager, m_eager->forward(se, one, 1));
+    graph_mismatch += std::memcmp(lg.data(), le.data(), lg.size() * sizeof(float)) != 0;
+    const auto lc = read_logits(*cpu, m_cpu->forward(sc, one, 1));
+    append(ref_window, lc);
+    append(got_window, lg);
+    if (i % 256 == 255) {
+      check_stats("decode steps " + std::to_string(i - 254) + "-" + std::to_string(i + 1),
+                  compare_logits(ref_window, got_window, V));
+      ref_window.clear(), got_window.clear();
+    }
+  }
+  c.report(preset + " decode: graph replay != eager (steps)", graph_mismatch, 0);
+
+  // Several sequences in one pass (the serving engine's batches): a 40-token prompt
+  // chunk, a 7-token one and 8 decoding sequences, against the CPU backend; then 8
+  // batched decode steps of all ten. Twelve rounds, so that the rate is judged over
+  // 1080 rows (see kMinRows).
+  {
+    std::vector<float> ref_b, got_b;
+    for (int round = 0; round < 12; ++round) {
+      std::vector<SequenceState> cs, gs;
+      std::vector<std::vector<int32_t>> toks;
+      for (int i = 0; i < 10; ++i) {
+        cs.push_back(m_cpu->new_sequence(64));
+        gs.push_back(m_gpu->new_sequence(64));
+        toks.push_back(tokens(i == 0 ? 40 : i == 1 ? 7 : 1));
+      }
+      for (int step = 0; step < 9; ++step) {
+        std::vector<SequenceChunk> cc, gc;
+        for (int i = 0; i < 10; ++i) {
+          if (step > 0) toks[i] = tokens(1);
+          cc.push_back({&cs[i], toks[i], 1});
+          gc.push_back({&gs[i], toks[i], 1});
+        }
+        append(ref_b, read_logits(*cpu, m_cpu->forward_batch(cc)));
+        append(got_b, read_logits(*gpu, m_gpu->forward_batch(gc)));
+      }
+    }
+    check_stats("batched 10 sequences", compare_logits(ref_b, got_b, V));
+  }
+
+  // Determinism: the same prefill + decode twice gives bitwise equal logits.
+  std::vector<float> runs[2];
+  for (auto& r : runs) {
+    SequenceState s = m_gpu->new_sequence(256);
+    r = read_logits(*gpu, m_gpu->forward(s, prompt, 40));
+    for (int i = 0; i < 16; ++i)
+      append(r, read_logits(*gpu, m_gpu->forward(s, std::span<const int32_t>(&stream[i], 1), 1)));
+  }
+  c.report(preset + " repeated runs bitwise equal", std::memcmp(runs[0].data(), runs[1].data(),
+                                                               runs[0].size() * sizeof(float)) != 0, 0);
+
+  // Greedy decoding with each token fed back on the device and read one step behind
+  // (greedy_on_device, zinc bench's tg loop) picks the same tokens as reading each one
+  // before the next step.
+  {
+    constexpr int kSteps = 64;
+    std::vector<int32_t> host_fed;
+    SequenceState s1 = m_gpu->new_sequence(256), s2 = m_gpu->new_sequence(256);
+    m_gpu->forward(s1, prompt, 1);
+    m_gpu->forward(s2, prompt, 1);
+    Tensor id = gpu->alloc_persistent(DType::I32, {1}), next = gpu->alloc_persistent(DType::I32, {1});
+    int32_t token = stream[0];
+    for (int i = 0; i < kSteps; ++i) {
+      gpu->argmax(m_gpu->forward(s1, std::span<const int32_t>(&token, 1), 1), id);
+      gpu->read(id, &token, sizeof token);
+      host_fed.push_back(token);
+    }
+    gpu->write(next, &stream[0], sizeof(int32_t));
+    const std::vector<int32_t> device_fed = greedy_on_device(*m_gpu, *gpu, s2, next, kSteps);
+    int mismatches = 0;
+    for (int i = 0; i < kSteps; ++i) mismatches += host_fed[i] != device_fed[i];
+    c.report(preset + " greedy, tokens fed back on the device != read back each step (tokens)", mismatches, 0);
+  }
+
+  // The tokens of a loop that reads every logits row and samples it on the host.
+  const auto host_loop = [&](const SamplerParams& sp, int steps) {
+    Sampler host(sp);
+    SequenceState s = m_gpu->new_sequence(256);
+    std::vector<int32_t> tokens;
+    for (int32_t t : prompt) host.accept(t);
+    Tensor l = m_gpu->forward(s, prompt, 1);
+    for (int i = 0; i < steps; ++i) {
+      tokens.push_back(host.sample(read_logits(*gpu, l)));
+      host.accept(tokens.back());
+      l = m_gpu->forward(s, std::span<const int32_t>(&tokens.back(), 1), 1);
+    }
+    return tokens;
+  };
+  const auto mismatches = [](const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+    int bad = got.size() == want.size() ? 0 : static_cast<int>(want.size());
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) bad += got[i] != want[i];
+    return bad;
+  };
+  const auto all = [](int32_t) { return true; };
+
+  // The generation loop (zinc run / chat) draws on the device with its steps run one
+  // ahead (greedy: the argmax; sampling: sample_rows, a penalty window ending with the
+  // token still on the device): the tokens of the host loop with the same seed. Top-k,
+  // top-k with penalties, greedy, greedy with penalties.
+  constexpr int kSteps = 48;
+  for (const char* setting : {"top-k", "top-k + penalties", "greedy", "greedy + penalties"}) {
+    SamplerParams sp;  // top-k 40, top-p 0.95, min-p 0.05
+    sp.temperature = setting[0] == 'g' ? 0.0f : 1.0f;
+    sp.seed = 5;
+    if (std::strstr(setting, "penalties")) {
+      sp.repeat_penalty = 1.3f, sp.frequency_penalty = 0.2f, sp.presence_penalty = 0.5f;
+      sp.penalty_last_n = 16;
+    }
+    Sampler drawn(sp);
+    SequenceState s = m_gpu->new_sequence(256);
+    GenerateOptions opt;
+    opt.max_tokens = kSteps;
+    const GenerationResult r = generate(*m_gpu, *gpu, s, prompt, drawn, opt, all);
+    c.report(preset + " generate(), " + setting + " drawn on the device != sampled on the host (tokens)",
+             mismatches(r.tokens, host_loop(sp, kSteps)), 0);
+  }
+
+  // A greedy reply ended by a token the step after it already absorbed (its read still
+  // in flight when generate() returns).
+  {
+    SamplerParams greedy;
+    greedy.temperature = 0;
+    const std::vector<int32_t> want = host_loop(greedy, kSteps);
+    Sampler sampler(greedy);
+    SequenceState s = m_gpu->new_sequence(256);
+    GenerateOptions opt;
+    opt.max_tokens = kSteps;
+    opt.eog_ids = {want[kSteps / 2]};
+    const size_t first = std::find(want.begin(), want.end(), want[kSteps / 2]) - want.begin();
+    const GenerationResult e = generate(*m_gpu, *gpu, s, prompt, sampler, opt, all);
+    const bool as_documented = e.stop == StopReason::EndOfGeneration && e.end_absorbed &&
+                               e.tokens == std::vector<int32_t>(want.begin(), want.begin() + first) &&
+                               s.n_past == static_cast<int64_t>(prompt.size() + first + 1);
+    c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace zinc::cli::gpu_check
+
+#endif  // ZINC_WITH_CUDA

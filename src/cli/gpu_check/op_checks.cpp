@@ -1,0 +1,641 @@
+// gpu-check's op checks: every op of the backend interface and every fused op on
+// fresh random data, for every weight type and for 1 to 70 tokens, the CUDA backend
+// against the CPU backend.
+#ifdef ZINC_WITH_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/gpu_check/checker.h"
+
+namespace zinc::cli::gpu_check {
+namespace {
+
+// The fused ops of backend.h against the CPU backend's compositions.
+void check_fused_ops(Checker& c) {
+  constexpr double kTol = 1e-4;
+  // Mixed weight types: one launch takes a type plus the F32 weights, the rest follow.
+  const int64_t in = 512;
+  const std::pair<DType, int64_t> many[] = {
+      {DType::Q8_0, 203}, {DType::F32, 32}, {DType::Q4_K, 64}, {DType::F32, 1}, {DType::Q6_K, 40}, {DType::Q8_0, 9}};
+  std::vector<Checker::Both> mw;
+  for (auto [t, rows] : many) mw.push_back(c.weight(t, {in, rows}, 0.05f));
+  for (int64_t n : kTokenCounts) {
+    const std::string sn = " n=" + std::to_string(n);
+    const auto ys = c.matmul_many(mw, c.f32({in, n}, c.randn(in * n)));
+    double err = 0;
+    for (auto& y : ys) err = std::max(err, c.rel_err(y));
+    c.report("matmul_many (6 weights, 4 types)" + sn, err, matmul_tol(DType::Q8_0, n));
+
+    // add_rms_norm with the sum written over a (as the models call it), for rows
+    // held in registers (256, and 2048 as the flagship's) and one read twice (1030).
+    for (int64_t d : {256, 2048, 1030}) {
+      auto a = c.f32({d, n}, c.randn(d * n, 2.0f)), b = c.f32({d, n}, c.randn(d * n));
+      auto w = c.f32({d}, c.randn(d, 0.1f, 1.0f));
+      auto y = c.out({d, n});
+      c.cpu().add_rms_norm(a.cpu, b.cpu, w.cpu, 1e-6f, a.cpu, y.cpu);
+      c.gpu().add_rms_norm(a.gpu, b.gpu, w.gpu, 1e-6f, a.gpu, y.gpu);
+      c.report("add_rms_norm d=" + std::to_string(d) + sn, std::max(c.rel_err(y), c.rel_err(a)), kTol);
+    }
+
+    // gdn_prepare: 4 key heads, 8 value heads of 64, conv kernel 4.
+    const int64_t H = 8, Hk = 4, dk = 64, dv = 64, C = 2 * Hk * dk + H * dv, K = 4;
+    auto qkv = c.f32({C, n}, c.randn(C * n)), cw = c.f32({K, C}, c.randn(K * C, 0.5f));
+    auto cs = c.f32({C, K - 1}, c.randn(C * (K - 1)));
+    auto a = c.f32({H, n}, c.randn(H * n)), b = c.f32({H, n}, c.randn(H * n));
+    auto dt = c.f32({H}, c.randn(H, 0.5f, -2.0f)), an = c.f32({H}, c.randn(H, 0.3f, -1.0f));
+    auto q = c.out({dk, Hk, n}), k = c.out({dk, Hk, n}), v = c.out({dv, H, n}), g = c.out({H, n}), beta = c.out({H, n});
+    c.cpu().gdn_prepare(qkv.cpu, cw.cpu, cs.cpu, a.cpu, b.cpu, dt.cpu, an.cpu, 1e-6f, q.cpu, k.cpu, v.cpu, g.cpu,
+                        beta.cpu);
+    c.gpu().gdn_prepare(qkv.gpu, cw.gpu, cs.gpu, a.gpu, b.gpu, dt.gpu, an.gpu, 1e-6f, q.gpu, k.gpu, v.gpu, g.gpu,
+                        beta.gpu);
+    c.report("gdn_prepare q, k, v" + sn, std::max({c.rel_err(q), c.rel_err(k), c.rel_err(v)}), kTol);
+    c.report("gdn_prepare g, beta" + sn, std::max(c.rel_err(g), c.rel_err(beta)), kTol);
+    c.report("gdn_prepare conv state" + sn, c.rel_err(cs), kTol);
+
+    // attention_prepare: the flagship's gated attention (norms, partial NEOX rope) and
+    // an ungated one (no norms, interleaved rope with freq factors, q in place).
+    for (bool flagship : {true, false}) {
+      const int64_t D = flagship ? 256 : 64, Hq = flagship ? 16 : 6, Hkv = 2, n_ctx = n + 9;
+      const int n_rot = flagship ? 64 : 48;
+      std::vector<int32_t> positions(n);
+      for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(n + 8 - i);  // any order
+      auto pos = c.i32({n}, positions);
+      auto qp = c.f32({(flagship ? 2 : 1) * D, Hq, n}, c.randn((flagship ? 2 : 1) * D * Hq * n, 2.0f));
+      auto k = c.f32({D, Hkv, n}, c.randn(D * Hkv * n, 2.0f)), v = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
+      auto qw = c.f32({D}, c.randn(D, 0.1f, 1.0f)), kw = c.f32({D}, c.randn(D, 0.1f, 1.0f));
+      auto ff = c.f32({n_rot / 2}, c.randn(n_rot / 2, 0.2f, 1.0f));
+      auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
+      auto q = flagship ? c.out({D, Hq, n}) : qp, gate = c.out({D, Hq, n});
+      const RopeParams cr{n_rot, 1e7f, flagship, 1.0f, flagship ? nullptr : &ff.cpu};
+      const RopeParams gr{n_rot, 1e7f, flagship, 1.0f, flagship ? nullptr : &ff.gpu};
+      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, flagship ? &qw.cpu : nullptr, flagship ? &kw.cpu : nullptr,
+                                1e-6f, pos.cpu, cr, q.cpu, flagship ? &gate.cpu : nullptr, std::span(&kc.cpu, 1),
+                                std::span(&vc.cpu, 1));
+      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, flagship ? &qw.gpu : nullptr, flagship ? &kw.gpu : nullptr,
+                                1e-6f, pos.gpu, gr, q.gpu, flagship ? &gate.gpu : nullptr, std::span(&kc.gpu, 1),
+                                std::span(&vc.gpu, 1));
+      const std::string what = std::string("attention_prepare ") + (flagship ? "gated D=256" : "D=64") + sn;
+      c.report(what + " q", c.rel_err(q), kTol);
+      if (flagship) c.report(what + " gate", c.mismatches_bytes(gate), 0);
+      // One f16 rounding step where the two backends' k differ in the last f32 bits.
+      c.report(what + " caches", std::max(c.rel_err(kc), c.rel_err(vc)), 1e-3);
+    }
+
+    // shared_expert_add, gated and not, in every weight type.
+    const int64_t ff = 256, dm = 192;
+    auto sg = c.f32({ff, n}, c.randn(ff * n)), su = c.f32({ff, n}, c.randn(ff * n));
+    auto logit = c.f32({1, n}, c.randn(n));
+    for (DType t : kWeightTypes) {
+      auto down = c.weight(t, {ff, dm}, 0.09f);
+      for (bool gated : {true, false}) {
+        auto y = c.f32({dm, n}, c.randn(dm * n));
+        c.cpu().shared_expert_add(sg.cpu, su.cpu, down.cpu, gated ? &logit.cpu : nullptr, y.cpu);
+        c.gpu().shared_expert_add(sg.gpu, su.gpu, down.gpu, gated ? &logit.gpu : nullptr, y.gpu);
+        c.report("shared_expert_add " + tname(t) + (gated ? " gated" : "") + sn, c.rel_err(y), expert_tol(t, n));
+      }
+    }
+
+    // moe_block with a gated shared expert (and renormalised weights), an ungated one
+    // (plain softmax weights) and none; small, and the benchmark file's layer shape
+    // and types with 32 experts (decode only: batches run the ops one by one).
+    struct MoeShape {
+      int64_t E, k, d, ff;
+      DType gate_up, down, shared;
+    };
+    for (const MoeShape& m : {MoeShape{16, 4, 256, 256, DType::Q6_K, DType::Q4_K, DType::IQ4_XS},
+                              MoeShape{32, 8, 2048, 512, DType::Q4_K, DType::Q5_K, DType::Q8_0},
+                              MoeShape{32, 8, 1024, 256, DType::Q5_K, DType::Q6_K, DType::Q6_K}}) {
+      if (m.d > 256 && n > cuda::kExpertDecodeMaxTokens) continue;
+      auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.06f), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.06f);
+      auto down = c.weight(m.down, {m.ff, m.d, m.E}, 0.09f), shared_down = c.weight(m.shared, {m.ff, m.d}, 0.09f);
+      auto mx = c.f32({m.d, n}, c.randn(m.d * n)), ml = c.f32({m.E, n}, c.randn(m.E * n, 2.0f));
+      auto mg = c.f32({m.ff, n}, c.randn(m.ff * n)), mu = c.f32({m.ff, n}, c.randn(m.ff * n));
+      auto mlogit = c.f32({1, n}, c.randn(n));
+      for (int mode : {0, 1, 2}) {
+        const Backend::SharedExpert on_cpu{mg.cpu, mu.cpu, shared_down.cpu, mode == 0 ? &mlogit.cpu : nullptr};
+        const Backend::SharedExpert on_gpu{mg.gpu, mu.gpu, shared_down.gpu, mode == 0 ? &mlogit.gpu : nullptr};
+        auto my = c.out({m.d, n});
+        c.cpu().moe_block(mx.cpu, ml.cpu, m.k, mode != 1, gate.cpu, up.cpu, down.cpu, mode < 2 ? &on_cpu : nullptr,
+                          my.cpu);
+        c.gpu().moe_block(mx.gpu, ml.gpu, m.k, mode != 1, gate.gpu, up.gpu, down.gpu, mode < 2 ? &on_gpu : nullptr,
+                          my.gpu);
+        const char* modes[] = {" gated shared", " shared", ""};
+        c.report("moe_block d=" + std::to_string(m.d) + " " + tname(m.gate_up) + "/" + tname(m.down) + "/" +
+                     tname(m.shared) + modes[mode] + sn,
+                 c.rel_err(my), expert_tol(m.gate_up, n));
+      }
+    }
+  }
+
+  // argmax over rows as long as a vocabulary (many blocks per row), float4 and not.
+  for (int64_t V : {248320, 100003})
+    for (int64_t n : {1, 3}) {
+      auto l = c.f32({V, n}, c.randn(V * n));
+      auto am = c.out({n}, DType::I32);
+      c.cpu().argmax(l.cpu, am.cpu), c.gpu().argmax(l.gpu, am.gpu);
+      c.report("argmax V=" + std::to_string(V) + " n=" + std::to_string(n), c.mismatches_i32(am), 0);
+    }
+
+  // sample_rows against the CPU's penalise_row + draw_from_row on the same logits and
+  // draws: four rows of different settings, eight draws each, every other draw with
+  // penalties on three rows over windows of the row's best tokens (repeats, one window
+  // ending with the id passed in); the penalised logits must equal the CPU's bit for
+  // bit. Logits rounded to integers make many ties (lower id first); V = 262,145
+  // makes slices of two passes.
+  std::mt19937_64 draws(17);
+  for (int64_t V : {248320, 262145, 1000})
+    for (bool ties : {false, true}) {
+      constexpr int64_t n = 4;
+      std::vector<float> host = c.randn(V * n, 3.0f);
+      if (ties)
+        for (float& x : host) x = std::round(x);
+      std::vector<std::vector<int32_t>> best(n);  // each row's 16 best ids
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + 16, order.end(),
+                          [&](int32_t x, int32_t y) { return host[t * V + x] > host[t * V + y]; });
+        best[t].assign(order.begin(), order.begin() + 16);
+      }
+      auto l = c.f32({V, n}, host);
+      const double off = -INFINITY;
+      int bad = 0;
+      for (int round = 0; round < 8; ++round) {
+        RowSampling rows[n] = {{0, std::log(0.05), 0.95f, 0.8f, 40},
+                               {0, off, 1, 1, 1},
+                               {0, off, 1, 1.5f, kMaxRowTopK},
+                               {0, std::log(0.2), 0.5f, 0.3f, 7}};
+        for (RowSampling& r : rows) r.uniform = static_cast<double>(draws() >> 11) * 0x1.0p-53;
+        std::vector<int32_t> fed(n);
+        for (int64_t t = 0; t < n; ++t) fed[t] = best[t][draws() % 16];
+        if (round % 2 == 1)
+          for (int64_t t : {0, 1, 3}) {
+            RowSampling& r = rows[t];
+            r.n_recent = t == 3 ? kMaxRowRecent : 48;
+            for (int j = 0; j < r.n_recent; ++j) r.recent[j] = best[t][draws() % 16];
+            r.recent_then_id = t == 3;
+            r.repeat_penalty = t == 3 ? 0.8f : 1.3f;
+            r.frequency_penalty = t == 3 ? 0.1f : 0.4f;
+            r.presence_penalty = t == 3 ? -0.5f : 0.7f;
+          }
+        std::vector<int32_t> words(static_cast<size_t>(kRowSamplingWords * n));
+        std::memcpy(words.data(), static_cast<const void*>(rows), sizeof(rows));
+        auto params = c.i32({kRowSamplingWords, n}, words);
+        auto ids = c.i32({n}, fed);
+        c.cpu().sample_rows(l.cpu, params.cpu, ids.cpu), c.gpu().sample_rows(l.gpu, params.gpu, ids.gpu);
+        bad += static_cast<int>(c.mismatches_i32(ids) + c.mismatches_bytes(l));
+      }
+      c.report("sample_rows V=" + std::to_string(V) + (ties ? " ties" : ""), bad, 0);
+    }
+}
+
+// The batch (prefill) paths at tile edges: matmul over 2048-element rows and 300
+// output rows (a partial 128-row tile), and the grouped MoE with a skewed router
+// (a few experts take several 32-token tiles, a third of them get no token).
+void check_prefill_ops(Checker& c) {
+  for (DType t : kWeightTypes) {
+    const int64_t in = 2048, out = 300;
+    auto w = c.weight(t, {in, out}, 0.03f);
+    for (int64_t n : {9, 64, 65, 512}) {
+      auto x = c.f32({in, n}, c.randn(in * n));
+      auto y = c.out({out, n});
+      c.cpu().matmul(w.cpu, x.cpu, y.cpu);
+      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(t, n));
+    }
+  }
+  // The pipelined tiles (Q8_0, Q4_K, Q5_K) at more token counts, and matmul_many in
+  // one launch over the flagship's router + shared expert gate/up + gate logit shape.
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
+    const int64_t in = 2048, out = 300;
+    auto w = c.weight(t, {in, out}, 0.03f);
+    for (int64_t n : {63, 1000}) {
+      auto x = c.f32({in, n}, c.randn(in * n));
+      auto y = c.out({out, n});
+      c.cpu().matmul(w.cpu, x.cpu, y.cpu);
+      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(t, n));
+    }
+  }
+  const std::pair<DType, int64_t> many[] = {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}};
+  std::vector<Checker::Both> mw;
+  for (auto [t, rows] : many) mw.push_back(c.weight(t, {2048, rows}, 0.03f));
+  for (int64_t n : {9, 63, 65, 1000}) {
+    const auto ys = c.matmul_many(mw, c.f32({2048, n}, c.randn(2048 * n)));
+    const std::string sn = " n=" + std::to_string(n);
+    c.report("matmul_many router + shared gate/up, F32 weights" + sn, std::max(c.rel_err(ys[0]), c.rel_err(ys[3])),
+             matmul_tol(DType::F32, n));
+    c.report("matmul_many router + shared gate/up, Q8_0 weights" + sn, std::max(c.rel_err(ys[1]), c.rel_err(ys[2])),
+             matmul_tol(DType::Q8_0, n));
+  }
+
+  const int64_t E = 48, kk = 8, dm = 256, ffe = 256;
+  std::vector<float> bias(E);
+  for (int64_t e = 0; e < E; ++e) bias[e] = e < 3 ? 3.0f : e >= 32 ? -30.0f : 0.0f;
+  const std::pair<DType, DType> expert_types[] = {{DType::Q4_K, DType::Q5_K}, {DType::Q8_0, DType::Q6_K},
+                                                  {DType::MXFP4, DType::F16}, {DType::IQ4_XS, DType::Q4_0},
+                                                  {DType::BF16, DType::Q2_K}, {DType::Q3_K, DType::IQ4_NL},
+                                                  {DType::Q5_0, DType::Q5_1}, {DType::F32, DType::Q4_1}};
+  for (auto [gu, dn] : expert_types) {
+    auto gate = c.weight(gu, {dm, ffe, E}, 0.06f), up = c.weight(gu, {dm, ffe, E}, 0.06f);
+    auto down = c.weight(dn, {ffe, dm, E}, 0.09f);
+    for (int64_t n : {9, 64, 65, 512}) {
+      const std::string sn = " n=" + std::to_string(n);
+      auto l = c.randn(E * n, 1.0f);
+      for (int64_t i = 0; i < E * n; ++i) l[i] += bias[i % E];
+      auto logits = c.f32({E, n}, l);
+      auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
+      c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu);
+      c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
+      auto mx = c.f32({dm, n}, c.randn(dm * n));
+      auto my = c.out({dm, n});
+      c.cpu().moe_ffn(mx.cpu, gate.cpu, up.cpu, down.cpu, ids.cpu, wts.cpu, my.cpu);
+      c.gpu().moe_ffn(mx.gpu, gate.gpu, up.gpu, down.gpu, ids.gpu, wts.gpu, my.gpu);
+      c.report("moe_ffn E=48 skewed " + tname(gu) + "/" + tname(dn) + sn,
+               std::max(c.rel_err(my), c.mismatches_i32(ids)), kTensorCoreTol);
+    }
+  }
+}
+
+// Unit-L2-norm rows, as the models feed the gated delta rule.
+std::vector<float> unit_rows(Checker& c, int64_t rows, int64_t len) {
+  auto v = c.randn(rows * len);
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int64_t i = 0; i < len; ++i) s += v[r * len + i] * v[r * len + i];
+    for (int64_t i = 0; i < len; ++i) v[r * len + i] /= static_cast<float>(std::sqrt(s));
+  }
+  return v;
+}
+
+// The chunked gated delta rule (n >= 16) at the flagship's shape: two calls in a row,
+// the state carried from the first into the second, chunk edges inside both.
+void check_delta_rule_prefill(Checker& c) {
+  const int64_t H = 32, Hk = 16, dk = 128, dv = 128;
+  auto st = c.f32({dv, dk, H}, c.randn(dv * dk * H, 0.1f));
+  for (int64_t n : {16, 63, 64, 65, 200, 1000}) {
+    double ey = 0;
+    for (int64_t call = 0; call < 2; ++call) {
+      auto q = c.f32({dk, Hk, n}, unit_rows(c, Hk * n, dk)), k = c.f32({dk, Hk, n}, unit_rows(c, Hk * n, dk));
+      auto v = c.f32({dv, H, n}, c.randn(dv * H * n));
+      auto g = c.randn(H * n, 1.0f, -2.5f), beta = c.randn(H * n);
+      for (auto& x : g) x = -std::exp(x);  // log-decays, mostly -0.01 .. -0.6
+      for (auto& x : beta) x = 1.0f / (1.0f + std::exp(-x));
+      auto gt = c.f32({H, n}, g), bt = c.f32({H, n}, beta);
+      auto y = c.out({dv, H, n});
+      c.cpu().gated_delta_rule(q.cpu, k.cpu, v.cpu, gt.cpu, bt.cpu, st.cpu, y.cpu);
+      c.gpu().gated_delta_rule(q.gpu, k.gpu, v.gpu, gt.gpu, bt.gpu, st.gpu, y.gpu);
+      ey = std::max(ey, c.rel_err(y));
+    }
+    const std::string sn = " H=32 dk=128 n=" + std::to_string(n) + " x2";
+    c.report("gated_delta_rule chunked y" + sn, ey, delta_rule_tol(n));
+    c.report("gated_delta_rule chunked state" + sn, c.rel_err(st), delta_rule_tol(n));
+  }
+}
+
+// Attention after kv_store: n new tokens after `past` cached ones in a cache of n_ctx,
+// head sizes and GQA groups of the flagship and of other models. Prefill (n >=
+// kAttentionPrefillMinTokens) takes the f16 tensor-core kernel, fewer tokens the
+// split kernel, whose chunks follow the position: also checked in caches much longer
+// than the position and at depths past its staged chunk size.
+void check_attention_prefill(Checker& c) {
+  struct Case {
+    int64_t D, Hq, Hkv;
+  };
+  const auto run = [&](const Case& cs, int64_t past, int64_t n, int64_t n_ctx) {
+    const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv;
+    auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
+    auto kn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n)), vn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
+    std::vector<int32_t> positions(n);
+    for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(past + i);
+    auto pos = c.i32({n}, positions);
+    auto q = c.f32({D, Hq, n}, c.randn(D * Hq * n));
+    auto y = c.out({D, Hq, n});
+    c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
+    const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
+                             " past=" + std::to_string(past) + " n=" + std::to_string(n) +
+                             " ctx=" + std::to_string(n_ctx);
+    c.report("kv_store " + name, c.mismatches_bytes(kc) + c.mismatches_bytes(vc), 0);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const double tol = n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4;
+    c.cpu().attention(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, y.cpu);
+    c.gpu().attention(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, y.gpu);
+    c.report("attention " + name, c.rel_err(y), tol);
+    auto gate = c.f32({D, Hq, n}, c.randn(D * Hq * n));
+    y = c.out({D, Hq, n});
+    c.cpu().attention_gated(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, gate.cpu, y.cpu);
+    c.gpu().attention_gated(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, gate.gpu, y.gpu);
+    c.report("attention_gated " + name, c.rel_err(y), tol);
+  };
+  for (const Case cs : {Case{256, 16, 2}, Case{128, 4, 4}, Case{64, 16, 2}, Case{128, 6, 2}, Case{32, 8, 2}})
+    for (int64_t past : {0, 3000})
+      for (int64_t n : {1, 5, 32, 100, 1000}) run(cs, past, n, past + n + 13);
+  for (const Case cs : {Case{256, 16, 2}, Case{128, 6, 2}}) {
+    run(cs, 3000, 1, 70000);
+    run(cs, 3000, 5, 70000);
+    run(cs, 40000, 1, 40020);
+    run(cs, 40000, 3, 40020);
+  }
+
+  // One token for each of several sequences (a batched decode step): each its own
+  // caches at its own position (shallow and deep ones mixed; 20 sequences take two
+  // launches), attention_prepare (the flagship's gated form) then attention_gated,
+  // and the plain attention of an ungated model.
+  for (const Case cs : {Case{256, 16, 2}, Case{128, 6, 2}})
+    for (int64_t n : {2, 8, 20}) {
+      const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv, n_ctx = 4100;
+      const bool gated = D == 256;
+      std::vector<Checker::Both> kcs, vcs;
+      std::vector<Tensor> kc_cpu, vc_cpu, kc_gpu, vc_gpu;
+      std::vector<int32_t> positions(n);
+      for (int64_t i = 0; i < n; ++i) {
+        positions[i] = static_cast<int32_t>(i % 3 == 2 ? 4000 + i : 37 * i);
+        kcs.push_back(c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)));
+        vcs.push_back(c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)));
+        kc_cpu.push_back(kcs.back().cpu), vc_cpu.push_back(vcs.back().cpu);
+        kc_gpu.push_back(kcs.back().gpu), vc_gpu.push_back(vcs.back().gpu);
+      }
+      auto pos = c.i32({n}, positions);
+      auto qp = c.f32({(gated ? 2 : 1) * D, Hq, n}, c.randn((gated ? 2 : 1) * D * Hq * n, 2.0f));
+      auto k = c.f32({D, Hkv, n}, c.randn(D * Hkv * n, 2.0f)), v = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
+      auto qw = c.f32({D}, c.randn(D, 0.1f, 1.0f)), kw = c.f32({D}, c.randn(D, 0.1f, 1.0f));
+      auto q = c.out({D, Hq, n}), gate = c.out({D, Hq, n}), y = c.out({D, Hq, n});
+      const RopeParams rope{64, 1e7f, true, 1.0f, nullptr};
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, &qw.cpu, &kw.cpu, 1e-6f, pos.cpu, rope, q.cpu,
+                                gated ? &gate.cpu : nullptr, kc_cpu, vc_cpu);
+      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, &qw.gpu, &kw.gpu, 1e-6f, pos.gpu, rope, q.gpu,
+                                gated ? &gate.gpu : nullptr, kc_gpu, vc_gpu);
+      double caches = 0;
+      for (int64_t i = 0; i < n; ++i) caches = std::max({caches, c.rel_err(kcs[i]), c.rel_err(vcs[i])});
+      const std::string name = "D=" + std::to_string(D) + " " + std::to_string(n) + " sequences";
+      c.report("attention_prepare " + name + " q, caches", std::max(c.rel_err(q), caches), 1e-3);
+      // Both backends attend over the same (CPU) caches and queries.
+      for (int64_t i = 0; i < n; ++i) {
+        c.gpu().write(kc_gpu[i], kc_cpu[i].data, kc_cpu[i].nbytes());
+        c.gpu().write(vc_gpu[i], vc_cpu[i].data, vc_cpu[i].nbytes());
+      }
+      c.gpu().write(q.gpu, q.cpu.data, q.cpu.nbytes());
+      if (gated) {
+        c.cpu().attention_gated(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, gate.cpu, y.cpu);
+        c.gpu().attention_gated(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, gate.gpu, y.gpu);
+      } else {
+        c.cpu().attention(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, y.cpu);
+        c.gpu().attention(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, y.gpu);
+      }
+      c.report(std::string(gated ? "attention_gated " : "attention ") + name, c.rel_err(y), 1e-4);
+    }
+}
+
+// gated_delta_net_core against the CPU composition: the one-launch decode kernel
+// (n <= 8; one or several value heads per key head, i.e. clusters of 1, 2, 4 and the
+// flagship's shape), the composition for a conv kernel of 3 and for 33 tokens. Three
+// steps in a row carry the conv state and the delta state over.
+void check_gdn_core(Checker& c) {
+  struct Shape {
+    int64_t H, Hk, dk, dv, K;
+  };
+  const Shape shapes[] = {{8, 4, 64, 64, 4}, {4, 4, 128, 128, 4}, {32, 16, 128, 128, 4}, {8, 2, 64, 32, 4},
+                          {6, 2, 32, 32, 3}};
+  for (const Shape& sh : shapes)
+    for (int64_t n : {1, 2, 3, 5, 8, 33}) {
+      const std::string name = "gated_delta_net_core H=" + std::to_string(sh.H) + " Hk=" + std::to_string(sh.Hk) +
+                               " dk=" + std::to_string(sh.dk) + " dv=" + std::to_string(sh.dv) +
+                               " K=" + std::to_string(sh.K) + " n=" + std::to_string(n);
+      const int64_t C = 2 * sh.Hk * sh.dk + sh.H * sh.dv;
+      auto cw = c.f32({sh.K, C}, c.randn(sh.K * C, 0.5f));
+      auto cs = c.f32({C, sh.K - 1}, c.randn(C * (sh.K - 1)));
+      auto dt = c.f32({sh.H}, c.randn(sh.H, 0.5f, -2.0f)), an = c.f32({sh.H}, c.randn(sh.H, 0.3f, -1.0f));
+      auto nw = c.f32({sh.dv}, c.randn(sh.dv, 0.1f, 1.0f));
+      auto st = c.f32({sh.dv, sh.dk, sh.H}, c.randn(sh.dv * sh.dk * sh.H, 0.1f));
+      double ey = 0;
+      for (int step = 0; step < 3; ++step) {
+        auto qkv = c.f32({C, n}, c.randn(C * n));
+        auto a = c.f32({sh.H, n}, c.randn(sh.H * n)), b = c.f32({sh.H, n}, c.randn(sh.H * n));
+        auto z = c.f32({sh.dv, sh.H, n}, c.randn(sh.dv * sh.H * n));
+        auto y = c.out({sh.dv, sh.H, n});
+        c.cpu().gated_delta_net_core(qkv.cpu, cw.cpu, std::span(&cs.cpu, 1), a.cpu, b.cpu, dt.cpu, an.cpu, 1e-6f,
+                                     std::span(&st.cpu, 1), z.cpu, nw.cpu, 1e-6f, y.cpu);
+        c.gpu().gated_delta_net_core(qkv.gpu, cw.gpu, std::span(&cs.gpu, 1), a.gpu, b.gpu, dt.gpu, an.gpu, 1e-6f,
+                                     std::span(&st.gpu, 1), z.gpu, nw.gpu, 1e-6f, y.gpu);
+        ey = std::max(ey, c.rel_err(y));
+      }
+      c.report(name + " y", ey, delta_rule_tol(n));
+      c.report(name + " state", c.rel_err(st), delta_rule_tol(n));
+      c.report(name + " conv state", c.rel_err(cs), 1e-4);
+    }
+  // One token for each of several sequences (a batched decode step; 70 sequences take
+  // five launches of at most 16), three steps in a row.
+  for (const Shape& sh : {shapes[1], shapes[2], shapes[4]})
+    for (int64_t n : {2, 8, 70}) {
+      const std::string name = "gated_delta_net_core " + std::to_string(n) + " sequences H=" + std::to_string(sh.H) +
+                               " Hk=" + std::to_string(sh.Hk) + " K=" + std::to_string(sh.K);
+      const int64_t C = 2 * sh.Hk * sh.dk + sh.H * sh.dv;
+      auto cw = c.f32({sh.K, C}, c.randn(sh.K * C, 0.5f));
+      auto dt = c.f32({sh.H}, c.randn(sh.H, 0.5f, -2.0f)), an = c.f32({sh.H}, c.randn(sh.H, 0.3f, -1.0f));
+      auto nw = c.f32({sh.dv}, c.randn(sh.dv, 0.1f, 1.0f));
+      std::vector<Checker::Both> cs, st;
+      std::vector<Tensor> cs_cpu, cs_gpu, st_cpu, st_gpu;
+      for (int64_t i = 0; i < n; ++i) {
+        cs.push_back(c.f32({C, sh.K - 1}, c.randn(C * (sh.K - 1))));
+        st.push_back(c.f32({sh.dv, sh.dk, sh.H}, c.randn(sh.dv * sh.dk * sh.H, 0.1f)));
+        cs_cpu.push_back(cs.back().cpu), cs_gpu.push_back(cs.back().gpu);
+        st_cpu.push_back(st.back().cpu), st_gpu.push_back(st.back().gpu);
+      }
+      double ey = 0, est = 0, ecs = 0;
+      for (int step = 0; step < 3; ++step) {
+        auto qkv = c.f32({C, n}, c.randn(C * n));
+        auto a = c.f32({sh.H, n}, c.randn(sh.H * n)), b = c.f32({sh.H, n}, c.randn(sh.H * n));
+        auto z = c.f32({sh.dv, sh.H, n}, c.randn(sh.dv * sh.H * n));
+        auto y = c.out({sh.dv, sh.H, n});
+        c.cpu().gated_delta_net_core(qkv.cpu, cw.cpu, cs_cpu, a.cpu, b.cpu, dt.cpu, an.cpu, 1e-6f, st_cpu, z.cpu,
+                                     nw.cpu, 1e-6f, y.cpu);
+        c.gpu().gated_delta_net_core(qkv.gpu, cw.gpu, cs_gpu, a.gpu, b.gpu, dt.gpu, an.gpu, 1e-6f, st_gpu, z.gpu,
+                                     nw.gpu, 1e-6f, y.gpu);
+        ey = std::max(ey, c.rel_err(y));
+      }
+      for (int64_t i = 0; i < n; ++i)
+        est = std::max(est, c.rel_err(st[i])), ecs = std::max(ecs, c.rel_err(cs[i]));
+      c.report(name + " y", ey, delta_rule_tol(1));
+      c.report(name + " states", est, delta_rule_tol(1));
+      c.report(name + " conv states", ecs, 1e-4);
+    }
+}
+
+}  // namespace
+
+void check_ops(Checker& c) {
+  constexpr double kTol = 1e-4;
+  check_attention_prefill(c);
+  for (DType t : kWeightTypes) {
+    const int64_t in = 512, out = 203;
+    auto w = c.weight(t, {in, out}, 0.05f);
+    for (int64_t n : kTokenCounts) {
+      auto x = c.f32({in, n}, c.randn(in * n));
+      auto y = c.out({out, n});
+      c.cpu().matmul(w.cpu, x.cpu, y.cpu);
+      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      c.report("matmul " + tname(t) + " n=" + std::to_string(n), c.rel_err(y), matmul_tol(t, n));
+    }
+    auto table = c.weight(t, {in, 50}, 1.0f);
+    auto ids = c.i32({5}, {7, 0, 49, 7, 23});
+    auto e = c.out({in, 5});
+    c.cpu().embed(table.cpu, ids.cpu, e.cpu);
+    c.gpu().embed(table.gpu, ids.gpu, e.gpu);
+    c.report("embed " + tname(t), c.rel_err(e), 1e-6);
+  }
+
+  // Rows of whole 256-element groups: the staged (16-byte aligned) matvec path for
+  // most types, for 1, 2, 3 and 5 tokens (the 1-, 2- and 5-token kernels; beyond the
+  // first token the activations come from L1). 2048: a row per warp, in a small and a
+  // large launch; 4096 and 6144: a team of 2 or 4 warps per row (one of the 4 idle);
+  // 3840: a team of 2 whose second warp has an odd count of groups (7; Q4_K / Q5_K
+  // lanes take groups in pairs for one token); 18432: more chunks than a team has
+  // warps, so one warp walks them all.
+  const std::pair<int64_t, int64_t> staged_shapes[] = {{2048, 67},  {2048, 4103}, {4096, 300},
+                                                       {3840, 70}, {6144, 130},  {18432, 40}};
+  for (DType t : kWeightTypes) {
+    for (auto [in, out] : staged_shapes) {
+      auto w = c.weight(t, {in, out}, 0.03f);
+      for (int64_t n : {1, 2, 3, 5}) {
+        auto x = c.f32({in, n}, c.randn(in * n));
+        auto y = c.out({out, n});
+        c.cpu().matmul(w.cpu, x.cpu, y.cpu);
+        c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+        c.report("matmul " + tname(t) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
+                     " n=" + std::to_string(n),
+                 c.rel_err(y), kTol);
+      }
+    }
+  }
+
+  check_fused_ops(c);
+  check_gdn_core(c);
+  check_delta_rule_prefill(c);
+  check_prefill_ops(c);
+
+  for (int64_t n : kTokenCounts) {
+    const std::string sn = " n=" + std::to_string(n);
+    const int64_t d = 256;
+    auto x = c.f32({d, n}, c.randn(d * n, 2.0f));
+    auto w = c.f32({d}, c.randn(d, 0.1f, 1.0f));
+    auto z = c.f32({d, n}, c.randn(d * n));
+    auto y = c.out({d, n});
+    c.cpu().rms_norm(x.cpu, &w.cpu, 1e-6f, y.cpu), c.gpu().rms_norm(x.gpu, &w.gpu, 1e-6f, y.gpu);
+    c.report("rms_norm" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().rms_norm(x.cpu, nullptr, 1e-6f, y.cpu), c.gpu().rms_norm(x.gpu, nullptr, 1e-6f, y.gpu);
+    c.report("rms_norm (no weight)" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().l2_norm(x.cpu, 1e-6f, y.cpu), c.gpu().l2_norm(x.gpu, 1e-6f, y.gpu);
+    c.report("l2_norm" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().rms_norm_gated(x.cpu, w.cpu, z.cpu, 1e-6f, y.cpu), c.gpu().rms_norm_gated(x.gpu, w.gpu, z.gpu, 1e-6f, y.gpu);
+    c.report("rms_norm_gated" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().add(x.cpu, z.cpu, y.cpu), c.gpu().add(x.gpu, z.gpu, y.gpu);
+    c.report("add" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().swiglu(x.cpu, z.cpu, y.cpu), c.gpu().swiglu(x.gpu, z.gpu, y.gpu);
+    c.report("swiglu" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().mul_sigmoid(x.cpu, z.cpu, y.cpu), c.gpu().mul_sigmoid(x.gpu, z.gpu, y.gpu);
+    c.report("mul_sigmoid" + sn, c.rel_err(y), kTol);
+    auto g1 = c.f32({1, n}, c.randn(n));
+    y = c.out({d, n});
+    c.cpu().mul_sigmoid(x.cpu, g1.cpu, y.cpu), c.gpu().mul_sigmoid(x.gpu, g1.gpu, y.gpu);
+    c.report("mul_sigmoid (per row)" + sn, c.rel_err(y), kTol);
+    auto ys = c.out({100, n});
+    c.cpu().slice_cols(x.cpu, 37, 100, ys.cpu), c.gpu().slice_cols(x.gpu, 37, 100, ys.gpu);
+    c.report("slice_cols" + sn, c.rel_err(ys), 0);
+    auto am = c.out({n}, DType::I32);
+    c.cpu().argmax(z.cpu, am.cpu), c.gpu().argmax(z.gpu, am.gpu);
+    c.report("argmax" + sn, c.mismatches_i32(am), 0);
+
+    // RoPE: partial NEOX with freq factors, and the interleaved form.
+    const int64_t hd = 64, heads = 3;
+    std::vector<int32_t> positions(n);
+    for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(1000 + 37 * i);
+    auto pos = c.i32({n}, positions);
+    auto ff = c.f32({16}, c.randn(16, 0.2f, 1.0f));
+    for (bool neox : {true, false}) {
+      auto r = c.f32({hd, heads, n}, c.randn(hd * heads * n));
+      RopeParams cp{32, 1e6f, neox, 1.0f, &ff.cpu}, gp{32, 1e6f, neox, 1.0f, &ff.gpu};
+      c.cpu().rope(r.cpu, pos.cpu, cp), c.gpu().rope(r.gpu, pos.gpu, gp);
+      c.report(std::string("rope ") + (neox ? "neox" : "normal") + sn, c.rel_err(r), kTol);
+    }
+
+    // Gated DeltaNet pieces.
+    const int64_t H = 8, Hk = 4, dk = 64, dv = 64, C = 320, K = 4;
+    auto a = c.f32({H, n}, c.randn(H * n)), b = c.f32({H, n}, c.randn(H * n));
+    auto dt = c.f32({H}, c.randn(H, 0.5f, -2.0f)), an = c.f32({H}, c.randn(H, 0.3f, -1.0f));
+    auto g = c.out({H, n}), beta = c.out({H, n});
+    c.cpu().gdn_gates(a.cpu, b.cpu, dt.cpu, an.cpu, g.cpu, beta.cpu);
+    c.gpu().gdn_gates(a.gpu, b.gpu, dt.gpu, an.gpu, g.gpu, beta.gpu);
+    c.report("gdn_gates g" + sn, c.rel_err(g), kTol);
+    c.report("gdn_gates beta" + sn, c.rel_err(beta), kTol);
+    auto cx = c.f32({C, n}, c.randn(C * n)), cw = c.f32({K, C}, c.randn(K * C, 0.5f));
+    auto cs = c.f32({C, K - 1}, c.randn(C * (K - 1)));
+    auto cy = c.out({C, n});
+    c.cpu().causal_conv_silu(cx.cpu, cw.cpu, cs.cpu, cy.cpu), c.gpu().causal_conv_silu(cx.gpu, cw.gpu, cs.gpu, cy.gpu);
+    c.report("causal_conv_silu y" + sn, c.rel_err(cy), kTol);
+    c.report("causal_conv_silu state" + sn, c.rel_err(cs), kTol);
+    auto q = c.f32({dk, Hk, n}, unit_rows(c, Hk * n, dk)), k = c.f32({dk, Hk, n}, unit_rows(c, Hk * n, dk));
+    auto v = c.f32({dv, H, n}, c.randn(dv * H * n));
+    auto st = c.f32({dv, dk, H}, c.randn(dv * dk * H, 0.1f));
+    auto dy = c.out({dv, H, n});
+    c.cpu().gated_delta_rule(q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu, st.cpu, dy.cpu);
+    c.gpu().gated_delta_rule(q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu, st.gpu, dy.gpu);
+    c.report("gated_delta_rule y" + sn, c.rel_err(dy), delta_rule_tol(n));
+    c.report("gated_delta_rule state" + sn, c.rel_err(st), delta_rule_tol(n));
+
+    // MoE: routing (expert counts on both sides of route_warp's 256), then the experts
+    // in the benchmark file's types and two others.
+    for (const int64_t re : {48, 100, 256, 512}) {
+      auto rl = c.f32({re, n}, c.randn(re * n, 2.0f));
+      auto rids = c.out({8, n}, DType::I32), rw = c.out({8, n});
+      c.cpu().moe_route(rl.cpu, 8, true, rids.cpu, rw.cpu), c.gpu().moe_route(rl.gpu, 8, true, rids.gpu, rw.gpu);
+      const std::string of = " of " + std::to_string(re);
+      c.report("moe_route ids" + of + sn, c.mismatches_i32(rids), 0);
+      c.report("moe_route weights" + of + sn, c.rel_err(rw), kTol);
+    }
+    const int64_t E = 16, kk = 4, dm = 256, ffe = 256;
+    auto logits = c.f32({E, n}, c.randn(E * n, 2.0f));
+    auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
+    c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu), c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
+    c.report("moe_route ids" + sn, c.mismatches_i32(ids), 0);
+    c.report("moe_route weights" + sn, c.rel_err(wts), kTol);
+    auto wts_plain = c.out({kk, n});
+    c.cpu().moe_route(logits.cpu, kk, false, ids.cpu, wts_plain.cpu);
+    c.gpu().moe_route(logits.gpu, kk, false, ids.gpu, wts_plain.gpu);
+    c.report("moe_route weights (no renorm)" + sn, c.rel_err(wts_plain), kTol);
+    // Every weight type as gate/up and as down.
+    const std::pair<DType, DType> expert_types[] = {
+        {DType::Q4_K, DType::Q5_K},   {DType::Q8_0, DType::Q6_K},   {DType::MXFP4, DType::F16},
+        {DType::IQ4_XS, DType::Q4_0}, {DType::BF16, DType::Q2_K},   {DType::Q3_K, DType::IQ4_NL},
+        {DType::Q5_0, DType::Q5_1},   {DType::F32, DType::Q4_1},    {DType::Q5_K, DType::Q4_K},
+        {DType::Q6_K, DType::Q8_0},   {DType::F16, DType::MXFP4},   {DType::Q4_0, DType::IQ4_XS},
+        {DType::Q2_K, DType::BF16},   {DType::IQ4_NL, DType::Q3_K}, {DType::Q5_1, DType::Q5_0},
+        {DType::Q4_1, DType::F32}};
+    for (auto [gu, dn] : expert_types) {
+      if (n > cuda::kExpertDecodeMaxTokens && gu != DType::Q4_K) continue;  // batches: check_prefill_ops has them all
+      auto gate = c.weight(gu, {dm, ffe, E}, 0.06f), up = c.weight(gu, {dm, ffe, E}, 0.06f);
+      auto down = c.weight(dn, {ffe, dm, E}, 0.09f);
+      auto mx = c.f32({dm, n}, c.randn(dm * n));
+      auto my = c.out({dm, n});
+      c.cpu().moe_ffn(mx.cpu, gate.cpu, up.cpu, down.cpu, ids.cpu, wts.cpu, my.cpu);
+      c.gpu().moe_ffn(mx.gpu, gate.gpu, up.gpu, down.gpu, ids.gpu, wts.gpu, my.gpu);
+      c.report("moe_ffn " + tname(gu) + "/" + tname(dn) + sn, c.rel_err(my), expert_tol(gu, n));
+    }
+  }
+}
+
+}  // namespace zinc::cli::gpu_check
+
+#endif  // ZINC_WITH_CUDA
