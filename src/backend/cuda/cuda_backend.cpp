@@ -1,32 +1,20 @@
 // CudaBackend: the ops of backend.h on one CUDA stream, plus transparent graph
-// replay of repeated forward passes.
-//
-// Graph replay. A forward pass is plain host code calling ops, so the backend
-// sees it as a "segment": the ops between scratch_reset() and the next read(),
-// sync() or scratch_reset(). Each op appends a key (its op id, every tensor's type,
-// shape and address, every scalar) and a closure that enqueues its kernels. Scratch
-// addresses are deterministic (bump allocation from one arena) and positions live
-// on the device, so consecutive decode steps produce identical keys. A segment that
-// starts at scratch_reset() runs eagerly the first time and its key is remembered;
-// the next segment defers its closures while its keys match the remembered ones,
-// and at its end (read/sync/reset) captures them into a graph once and launches it,
-// then replays the graph on every later match. write() still copies host data
-// immediately (before the graph launch, in stream order). On any mismatch the
-// deferred closures run eagerly and the new key is remembered instead.
+// replay of repeated forward passes (graph_replay.h) and a scratch arena per forward
+// pass (device_memory.h).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstring>
-#include <functional>
 #include <stdexcept>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_gemm.h"
+#include "backend/cuda/device_memory.h"
+#include "backend/cuda/graph_replay.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
 #include "gguf/gguf.h"
@@ -34,77 +22,10 @@
 namespace zinc {
 namespace {
 
-using cuda::check_cuda;
-
 void check(bool ok, const char* op, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("cuda ") + op + ": " + what);
 }
 void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
-
-// cudaMalloc, where running out of memory throws a message that says what did not fit
-// and what to try (`advice`), and leaves the backend usable.
-void* device_malloc(size_t bytes, const char* advice) {
-  void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, bytes);
-  if (err == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // clear it
-    size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
-    throw std::runtime_error("GPU out of memory: " + std::to_string(bytes >> 20) + " MiB more needed, " +
-                             std::to_string(free_b >> 20) + " of " + std::to_string(total_b >> 20) +
-                             " MiB free; " + advice);
-  }
-  ZINC_CUDA_CHECK(err);
-  return p;
-}
-
-// Scratch memory: bump allocation from chunks; on reset several chunks fold into
-// one of exactly the last pass's size, so the steady state is one chunk and identical
-// op sequences get identical addresses. Chunks grow by a fixed step rather than by
-// doubling: the first pass of a larger shape then holds its need plus at most one
-// step, not up to twice its need (a 2048-token prefill of the flagship takes ~30 GB).
-class DeviceArena {
- public:
-  ~DeviceArena() { release(); }
-  void* take(size_t bytes) {
-    bytes = (bytes + 255) & ~size_t{255};
-    if (chunks_.empty() || used_ + bytes > chunks_.back().size) {
-      chunks_.push_back({allocate(std::max(bytes, kStep)), std::max(bytes, kStep)});
-      used_ = 0;
-    }
-    void* p = static_cast<char*>(chunks_.back().ptr) + used_;
-    used_ += bytes;
-    taken_ += bytes;
-    return p;
-  }
-  // True when the memory moved (the caller must have synchronized).
-  bool reset(cudaStream_t stream) {
-    const size_t need = taken_;
-    used_ = taken_ = 0;
-    if (chunks_.size() <= 1) return false;
-    ZINC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    release();
-    chunks_.push_back({allocate(need), need});
-    return true;
-  }
-
- private:
-  void release() {
-    for (auto& c : chunks_) cudaFree(c.ptr);
-    chunks_.clear();
-  }
-  static void* allocate(size_t bytes) {
-    return device_malloc(bytes, "this is scratch for a forward pass: shorter prompt chunks (-u) need less");
-  }
-  static constexpr size_t kStep = size_t{256} << 20;
-  struct Chunk {
-    void* ptr;
-    size_t size;
-  };
-  std::vector<Chunk> chunks_;
-  size_t used_ = 0;   // in the last chunk
-  size_t taken_ = 0;  // by this pass, over all chunks
-};
 
 enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
@@ -122,44 +43,18 @@ const char* op_name(uint64_t id) {
   return id < std::size(names) ? names[id] : "?";
 }
 
-// The words that identify one op call: everything its launch depends on.
-class Key {
- public:
-  explicit Key(OpId op) { words_.push_back(static_cast<uint64_t>(op)); }
-  Key& operator<<(const Tensor& t) {
-    words_.push_back(static_cast<uint64_t>(t.type));
-    for (int64_t d : t.ne) words_.push_back(static_cast<uint64_t>(d));
-    words_.push_back(reinterpret_cast<uintptr_t>(t.data));
-    return *this;
-  }
-  Key& operator<<(const Tensor* t) {
-    if (t) return *this << *t;
-    words_.push_back(0);
-    return *this;
-  }
-  Key& operator<<(int64_t v) {
-    words_.push_back(static_cast<uint64_t>(v));
-    return *this;
-  }
-  Key& operator<<(float v) {
-    words_.push_back(std::bit_cast<uint32_t>(v));
-    return *this;
-  }
-  const std::vector<uint64_t>& words() const { return words_; }
-
- private:
-  std::vector<uint64_t> words_;
-};
-
-using Launch = std::function<void(cudaStream_t)>;
+using cuda::DeviceArena;
+using cuda::Key;
+using cuda::Launch;
+using cuda::device_malloc;
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaOptions& opt)
-      : graphs_enabled_(opt.graphs && !opt.profile),
-        profiler_(opt.profile ? std::make_unique<cuda::OpProfiler>() : nullptr) {
+      : profiler_(opt.profile ? std::make_unique<cuda::OpProfiler>() : nullptr) {
     ZINC_CUDA_CHECK(cudaSetDevice(opt.device));
     ZINC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    replay_ = std::make_unique<cuda::GraphReplay>(opt.graphs && !opt.profile, stream_);
     dense_ = std::make_unique<cuda::DenseGemm>();  // after cudaSetDevice: its handle binds to the device
     for (auto& s : staging_) {
       ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
@@ -174,7 +69,7 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
-    drop_graph();
+    replay_.reset();
     for (auto& s : staging_) {
       cudaFreeHost(s.host);
       cudaEventDestroy(s.done);
@@ -227,17 +122,12 @@ class CudaBackend final : public Backend {
     return t;
   }
   void scratch_reset() override {
-    finish_segment();
-    if (arena_.reset(stream_)) {
-      drop_graph();  // the addresses it holds are gone
-      prev_key_.clear();
-    }
-    segment_from_reset_ = true;
-    deferring_ = graphs_enabled_ && !prev_key_.empty();
+    replay_->finish_segment();
+    replay_->begin_segment(arena_.reset(stream_));
   }
   void write(const Tensor& dst, const void* host, size_t bytes, size_t offset) override {
     check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
-    if (!pending_.empty()) abandon_deferral();  // deferred ops must run before this copy
+    replay_->flush();  // deferred ops must run before this copy
     char* to = static_cast<char*>(dst.data) + offset;
     if (bytes <= kSmallBytes) {
       // Through a pinned slot: a copy from pageable memory may wait for the stream,
@@ -824,62 +714,13 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // ---- graph replay (see the top of this file) -----------------------------------
+  // ---- graph replay (graph_replay.h) --------------------------------------------------
   void submit(const Key& key, Launch launch) {
-    const size_t start = key_.size();
-    key_.insert(key_.end(), key.words().begin(), key.words().end());
-    if (deferring_) {
-      if (key_.size() <= prev_key_.size() && std::equal(key_.begin() + start, key_.end(), prev_key_.begin() + start)) {
-        pending_.push_back(std::move(launch));
-        return;
-      }
-      abandon_deferral();
-    }
+    if (replay_->defer(key, launch)) return;
     if (profiler_) profiler_->run(op_name(key.words()[0]), key.words(), launch, stream_);
     else launch(stream_);
   }
-  void abandon_deferral() {
-    for (auto& f : pending_) f(stream_);
-    pending_.clear();
-    deferring_ = false;
-  }
-  void finish_segment() {
-    if (deferring_ && key_.size() == prev_key_.size()) {
-      launch_graph();
-    } else {
-      abandon_deferral();
-      if (segment_from_reset_ && !key_.empty() && key_ != prev_key_) {
-        drop_graph();
-        prev_key_ = key_;
-      }
-    }
-    pending_.clear();
-    key_.clear();
-    deferring_ = false;
-    segment_from_reset_ = false;
-  }
-  void launch_graph() {
-    if (!graph_) {
-      cudaGraph_t g = nullptr;
-      ZINC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        for (auto& f : pending_) f(stream_);
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &g);
-        if (g) cudaGraphDestroy(g);
-        throw;
-      }
-      ZINC_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
-      const cudaError_t e = cudaGraphInstantiate(&graph_, g, 0);
-      cudaGraphDestroy(g);
-      check_cuda(e, "cudaGraphInstantiate");
-    }
-    ZINC_CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
-  }
-  void drop_graph() {
-    if (graph_) cudaGraphExecDestroy(graph_);
-    graph_ = nullptr;
-  }
+  void finish_segment() { replay_->finish_segment(); }
 
   static constexpr size_t kStagingBytes = size_t{32} << 20;
   struct Staging {
@@ -901,7 +742,6 @@ class CudaBackend final : public Backend {
   std::array<SmallCopy, 8> small_writes_, small_reads_;
   uint64_t next_write_ = 0, next_read_ = 0;
 
-  const bool graphs_enabled_;
   const std::unique_ptr<cuda::OpProfiler> profiler_;  // with CudaOptions::profile
   cudaStream_t stream_ = nullptr;
   Staging staging_[2];
@@ -909,11 +749,7 @@ class CudaBackend final : public Backend {
   DeviceArena arena_;
   std::unique_ptr<cuda::DenseGemm> dense_;
 
-  std::vector<uint64_t> key_;       // the current segment's op keys
-  std::vector<uint64_t> prev_key_;  // the last eager segment that began at scratch_reset()
-  std::vector<Launch> pending_;     // deferred launches while key_ matches prev_key_
-  bool deferring_ = false, segment_from_reset_ = false;
-  cudaGraphExec_t graph_ = nullptr;  // captured from prev_key_'s launches
+  std::unique_ptr<cuda::GraphReplay> replay_;  // on stream_
 };
 
 }  // namespace
