@@ -82,6 +82,15 @@ class Checker {
     info.data = weights_.back().data();
     return {cpu_->upload_weight(info), gpu_->upload_weight(info)};
   }
+  // matmul of w {in, out} with fresh random activations {in, n} on both backends; the output.
+  Both matmul_fresh(const Both& w, int64_t n) {
+    const int64_t in = w.cpu.ne[0];
+    const Both x = f32({in, n}, randn(in * n));
+    Both y = out({w.cpu.rows(), n});
+    cpu_->matmul(w.cpu, x.cpu, y.cpu);
+    gpu_->matmul(w.gpu, x.gpu, y.gpu);
+    return y;
+  }
   // matmul_many of x {in, n} with the weights ws on both backends; the outputs.
   std::vector<Both> matmul_many(const std::vector<Both>& ws, const Both& x) {
     const int64_t n = x.cpu.rows();

@@ -203,10 +203,7 @@ void check_prefill_ops(Checker& c) {
     const int64_t in = 2048, out = 300;
     auto w = c.weight(t, {in, out}, 0.03f);
     for (int64_t n : {9, 64, 65, 512}) {
-      auto x = c.f32({in, n}, c.randn(in * n));
-      auto y = c.out({out, n});
-      c.cpu().matmul(w.cpu, x.cpu, y.cpu);
-      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      const auto y = c.matmul_fresh(w, n);
       c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(t, n));
     }
   }
@@ -216,10 +213,7 @@ void check_prefill_ops(Checker& c) {
     const int64_t in = 2048, out = 300;
     auto w = c.weight(t, {in, out}, 0.03f);
     for (int64_t n : {63, 1000}) {
-      auto x = c.f32({in, n}, c.randn(in * n));
-      auto y = c.out({out, n});
-      c.cpu().matmul(w.cpu, x.cpu, y.cpu);
-      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      const auto y = c.matmul_fresh(w, n);
       c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(t, n));
     }
   }
@@ -477,10 +471,7 @@ void check_ops(Checker& c) {
     const int64_t in = 512, out = 203;
     auto w = c.weight(t, {in, out}, 0.05f);
     for (int64_t n : kTokenCounts) {
-      auto x = c.f32({in, n}, c.randn(in * n));
-      auto y = c.out({out, n});
-      c.cpu().matmul(w.cpu, x.cpu, y.cpu);
-      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      const auto y = c.matmul_fresh(w, n);
       c.report("matmul " + tname(t) + " n=" + std::to_string(n), c.rel_err(y), matmul_tol(t, n));
     }
     auto table = c.weight(t, {in, 50}, 1.0f);
@@ -504,10 +495,7 @@ void check_ops(Checker& c) {
     for (auto [in, out] : staged_shapes) {
       auto w = c.weight(t, {in, out}, 0.03f);
       for (int64_t n : {1, 2, 3, 5}) {
-        auto x = c.f32({in, n}, c.randn(in * n));
-        auto y = c.out({out, n});
-        c.cpu().matmul(w.cpu, x.cpu, y.cpu);
-        c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+        const auto y = c.matmul_fresh(w, n);
         c.report("matmul " + tname(t) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
                      " n=" + std::to_string(n),
                  c.rel_err(y), kTol);
