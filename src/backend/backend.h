@@ -131,7 +131,8 @@ class Backend {
   // penalties (applied to the logits in place; ids[t] on entry is the last token of
   // row t's window when its parameters say so), top-k, top-p, min-p, softmax(logit /
   // T) and the draw, with row t's parameters in params (I32 {kRowSamplingWords, >= n},
-  // RowSampling each).
+  // RowSampling each). A row that row_draw_declined() declines gets id -1 (top-k off,
+  // row_sampling.h): its logits stay penalised for the host to finish the draw.
   virtual void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) = 0;
 
   // ---- fused ops: each is exactly the composition its comment names (the CPU

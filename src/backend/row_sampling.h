@@ -3,6 +3,11 @@
 // recent tokens, then top-k, top-p, min-p and the draw, with its random number drawn
 // by the host so that a seed gives the same tokens wherever the row is sampled. Laid
 // out as kRowSamplingWords I32 words, the row of the parameter tensor.
+//
+// With top-k off, top-p and min-p act on the whole row, and a backend draws only
+// rows whose survivors lie among the row's kMaxRowTopK best tokens; it declines the
+// others (row_draw_declined: id -1, the row left penalised), which the caller then
+// draws on the host from that row with the same parameters (draw_from_row).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +22,7 @@ struct RowSampling {
   double log_min_p = 0;  // log(min-p): candidates below the best's logit + this go; -inf: off
   float top_p = 1;       // >= 1: off
   float temperature = 1; // > 0
-  int32_t top_k = 1;     // 1 .. kMaxRowTopK, below the vocabulary size
+  int32_t top_k = 1;     // 1 .. kMaxRowTopK, below the vocabulary size; 0: off
   // The penalties (apply_penalties) over recent[0, n_recent), oldest first, followed
   // by the row's id on entry to sample_rows when recent_then_id is 1: a step queued
   // before the host has read the token it is fed finds that token there. n_recent

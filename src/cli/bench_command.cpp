@@ -160,6 +160,17 @@ class Runner {
     greedy_on_device(model_, be_, seq_, next_, n);
     return seconds_since(t0);
   }
+  // n tokens of the generation loop (zinc run's) with a sampler, from one random token:
+  // n forward passes, as generate(n) above.
+  double generate_sampled(int64_t n, const SamplerParams& params) {
+    Sampler sampler(params);
+    GenerateOptions opt;
+    opt.max_tokens = n;
+    const std::vector<int32_t> first = random_tokens(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    zinc::generate(model_, be_, seq_, first, sampler, opt, [](int32_t) { return true; });
+    return seconds_since(t0);
+  }
 
  private:
   int32_t forward_and_pick(const std::vector<int32_t>& tokens) {
@@ -191,8 +202,10 @@ void add_bench_command(CLI::App& app) {
     int64_t gen = 128, ubatch = GenerateOptions{}.prefill_chunk;
     int reps = 3, threads = 0;
     bool no_graphs = false, profile = false, verbose = false;
+    SamplerParams sampling;  // greedy (temperature 0, below) unless --temp
   };
   auto args = std::make_shared<Args>();
+  args->sampling.temperature = 0;
   CLI::App* cmd = app.add_subcommand("bench", "Measure prompt and generation throughput (llama-bench style)");
   cmd->add_option("-m,--model", args->model, "GGUF model")->required();
   cmd->add_option("-p,--n-prompt", args->prompts, "Comma-separated prompt sizes, one pp test each (0: none)")
@@ -205,6 +218,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
   cmd->add_flag("--no-graphs", args->no_graphs, "CUDA: run every forward eagerly, without graph replay");
   cmd->add_flag("-v,--verbose", args->verbose, "Print the time of every run, warm-ups included");
+  cmd->add_option("--temp", args->sampling.temperature,
+                  "tg tests sample at this temperature through the generation loop (0: greedy on the device)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", args->sampling.top_k, "With --temp: top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", args->sampling.top_p, "With --temp: top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", args->sampling.min_p, "With --temp: min-p (0: off)")->capture_default_str();
   cmd->add_flag("--profile", args->profile,
                 "CUDA: time every op (eagerly) and print GPU time per phase of one more prompt per pp test");
   cmd->callback([args] {
@@ -299,7 +318,14 @@ void add_bench_command(CLI::App& app) {
         }
 #endif
       }
-      if (args->gen > 0)
+      if (args->gen > 0 && args->sampling.temperature > 0) {
+        const SamplerParams& sp = args->sampling;
+        char how[96];
+        std::snprintf(how, sizeof how, " (T %g, top-k %d, top-p %g, min-p %g)", sp.temperature, sp.top_k, sp.top_p,
+                      sp.min_p);
+        run("tg" + std::to_string(args->gen) + how, args->gen,
+            [&](int64_t n) { return runner.generate_sampled(n, sp); }, true);
+      } else if (args->gen > 0)
         run("tg" + std::to_string(args->gen), args->gen, [&](int64_t n) { return runner.generate(n); }, true);
     }
   });

@@ -245,9 +245,9 @@ struct Engine::Impl {
       if (n_picked > 0) picked = backend_picks(backend, logits, params);
       const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
       if (n_picked == 0 && n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
-      else
+      else  // the host's rows, and rows whose draw the backend declined (left penalised)
         for (int64_t r = 0; r < n_out; ++r)
-          if (!drawn[r]) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
+          if (!drawn[r] || picked[r] < 0) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
     } catch (const std::exception& e) {
       for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
       return;
@@ -257,8 +257,11 @@ struct Engine::Impl {
       Slot& s = *members[i];
       store_prefix(s);
       if (chunks[i].n_out == 0) continue;
-      if (drawn[row]) take(s, picked[row], {});
-      else sample(s, std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V)));
+      const std::span<float> row_logits =
+          std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V));
+      if (drawn[row] && picked[row] >= 0) take(s, picked[row], {});
+      else if (drawn[row]) take(s, draw_from_row(row_logits, drawn_params[row]), {});  // declined, read above
+      else sample(s, row_logits);
       ++row;
     }
     if (cache) {
@@ -283,9 +286,10 @@ struct Engine::Impl {
     uint64_t ticket = 0;
   };
 
+  // Running ahead also needs draws the backend never declines (top-k on).
   bool decodes_on_backend(const std::vector<Slot*>& members) const {
     return !members.empty() && std::all_of(members.begin(), members.end(), [&](const Slot* s) {
-             return !s->prefilling() && draws_on_backend(*s->request);
+             return !s->prefilling() && draws_on_backend(*s->request) && !s->request->sampler->may_decline();
            });
   }
 
@@ -383,10 +387,10 @@ struct Engine::Impl {
   const Tensor* write_row_params(const std::vector<Request*>& drawn, bool fed_tokens_unread) {
     if (std::all_of(drawn.begin(), drawn.end(), [](const Request* r) { return !r || r->sampler->picks_argmax(); }))
       return nullptr;
-    std::vector<RowSampling> rows(drawn.size());
+    drawn_params.assign(drawn.size(), RowSampling{});
     for (size_t i = 0; i < drawn.size(); ++i)
-      if (drawn[i]) rows[i] = drawn[i]->sampler->next_row_sampling(fed_tokens_unread);
-    backend.write(row_params, rows.data(), rows.size() * sizeof(RowSampling));
+      if (drawn[i]) drawn_params[i] = drawn[i]->sampler->next_row_sampling(fed_tokens_unread);
+    backend.write(row_params, drawn_params.data(), drawn_params.size() * sizeof(RowSampling));
     return &row_params;
   }
 
@@ -465,6 +469,7 @@ struct Engine::Impl {
   std::vector<float> host_logits;
   Tensor next_ids;               // I32 {n_parallel}: the tokens of the step in flight
   Tensor row_params;             // I32 {kRowSamplingWords, n_parallel}: RowSampling per output row of a step
+  std::vector<RowSampling> drawn_params;  // what write_row_params wrote, for a declined row's draw on the host
   std::unique_ptr<Ahead> ahead;  // the step in flight, whose tokens are not read yet
   uint64_t admissions = 0;
 

@@ -53,13 +53,18 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   // backend's graph replay); a step queued before its fed token is read leaves that
   // token, still in seq.sampled_id, for the backend to add to the penalties' window.
   const bool on_backend = sampler.draws_from_row(n_vocab);
+  // A draw the backend may decline (top-k off) goes one step at a time: the host reads
+  // each id, and draws from the penalised row itself when the backend left it.
+  const bool declinable = on_backend && sampler.may_decline();
+  const bool ahead = on_backend && !declinable;  // steps queued before their fed token is read
   const bool draws = on_backend && !sampler.picks_argmax();  // sample_rows, not argmax
-  if (on_backend && seq.sampled_id.empty()) seq.sampled_id = backend.alloc_persistent(DType::I32, {1});
+  if (ahead && seq.sampled_id.empty()) seq.sampled_id = backend.alloc_persistent(DType::I32, {1});
   if (draws && seq.row_params.empty()) seq.row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, 1});
   BackendReads reads{backend};
+  RowSampling params;  // the last draw's, as written
   const auto next_draw = [&](bool fed_token_unread) {
     if (!draws) return;
-    const RowSampling params = sampler.next_row_sampling(fed_token_unread);
+    params = sampler.next_row_sampling(fed_token_unread);
     backend.write(seq.row_params, &params, sizeof(params));
   };
   const auto queue_draw = [&](const Tensor& l, int slot) {
@@ -67,6 +72,12 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
     reads.tickets[slot] = backend.read_async(seq.sampled_id, &reads.ids[slot], sizeof(int32_t));
   };
   const auto host_sample = [&](const Tensor& l) {
+    if (declinable) {
+      const int32_t id = backend_picks(backend, l, &seq.row_params)[0];
+      if (id >= 0) return id;
+      backend.read(l, logits.data(), logits.size() * sizeof(float));  // penalised by sample_rows
+      return draw_from_row(logits, params);
+    }
     backend.read(l, logits.data(), logits.size() * sizeof(float));
     return sampler.sample(logits);
   };
@@ -80,7 +91,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
     last_logits = model.forward(seq, prompt.subspan(offset, n), 1);
   }
   int32_t token = -1;
-  if (on_backend) queue_draw(last_logits, 0);
+  if (ahead) queue_draw(last_logits, 0);
   else token = host_sample(last_logits);
   // The prompt's time ends when its first token is in: here, or (drawn on the
   // backend) at step 0.
@@ -90,7 +101,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
     result.stats.prompt_seconds = seconds_since(prefill_start);
     decode_start = Clock::now();
   };
-  bool prompt_timed = !on_backend;
+  bool prompt_timed = !ahead;
   if (prompt_timed) prompt_done();
 
   const auto is_eog = [&](int32_t t) {
@@ -101,7 +112,7 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   bool absorbed = false;  // the token being taken was fed to a step already queued
   result.stop = StopReason::MaxTokens;
   for (int64_t k = 0; static_cast<int64_t>(result.tokens.size()) < options.max_tokens; ++k) {
-    if (on_backend) {
+    if (ahead) {
       // Step k + 1 goes before token k is read unless token k would be the budget's
       // last or has no room left in the context.
       const int slot = static_cast<int>(k % 2);
@@ -135,8 +146,9 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
       result.stop = StopReason::ContextFull;
       break;
     }
-    // Only a host sampler gets here: a step drawn on the backend that did not run
-    // ahead was the last.
+    // Only a host or declinable draw gets here: a step drawn on the backend that did
+    // not run ahead was the last.
+    if (declinable) next_draw(false);  // before the pass: token is accepted
     token = host_sample(model.forward(seq, std::span<const int32_t>(&token, 1), 1));
   }
   if (!prompt_timed) {  // no token was wanted (max_tokens 0)

@@ -34,11 +34,11 @@ void keep_above_best_plus(std::vector<Candidate>& c, double offset) {
 // prefix can end (a band of margin for rounding). The tokens above the cut are
 // sorted in growing pieces until they reach p; should rounding still leave p
 // unreached there, every token is taken.
-void top_p_min_p_of_row(std::span<const float> row, float top_p, float min_p, std::vector<Candidate>& out) {
+void top_p_min_p_of_row(std::span<const float> row, float top_p, double log_min_p, std::vector<Candidate>& out) {
   const float max_logit = *std::max_element(row.begin(), row.end());
   // min-p's cut (keep_min_p), or everything.
-  const double threshold = min_p > 0 ? static_cast<double>(max_logit) + std::log(static_cast<double>(min_p))
-                                     : -std::numeric_limits<double>::infinity();
+  const bool min_p = log_min_p != -std::numeric_limits<double>::infinity();
+  const double threshold = min_p ? static_cast<double>(max_logit) + log_min_p : log_min_p;
   constexpr int kBands = 128, kBandsPerLogit = 4;
   const auto band = [&](float l) {
     const double below = (static_cast<double>(max_logit) - l) * kBandsPerLogit;
@@ -57,7 +57,7 @@ void top_p_min_p_of_row(std::span<const float> row, float top_p, float min_p, st
   }
   double sum = 0;
   int last_band = kBands - 1;
-  if (min_p > 0) {
+  if (min_p) {
     for (float l : row) sum += std::exp(static_cast<double>(l) - max_logit);
   } else {
     double mass[kBands] = {};
@@ -238,11 +238,40 @@ size_t draw_index(std::span<const double> probs, double uniform) {
 
 int32_t draw_from_row(std::span<const float> row, const RowSampling& s) {
   std::vector<Candidate> candidates;
-  top_k_of_row(row, s.top_k, candidates);
-  keep_top_p(candidates, s.top_p);
-  keep_above_best_plus(candidates, s.log_min_p);
+  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < row.size()) {
+    top_k_of_row(row, s.top_k, candidates);
+    keep_top_p(candidates, s.top_p);
+    keep_above_best_plus(candidates, s.log_min_p);
+  } else if (s.top_k > 0 || s.top_p < 1 || s.log_min_p != -std::numeric_limits<double>::infinity()) {
+    top_p_min_p_of_row(row, s.top_p, s.log_min_p, candidates);  // a top-k of the whole row keeps it sorted
+  } else {  // no truncation: the draw needs no sorted order
+    candidates.resize(row.size());
+    for (size_t i = 0; i < row.size(); ++i) candidates[i] = {static_cast<int32_t>(i), row[i]};
+  }
   const std::vector<double> probs = candidate_probabilities(candidates, s.temperature);
   return candidates[draw_index(probs, s.uniform)].id;
+}
+
+bool row_draw_declined(std::span<const float> row, const RowSampling& s) {
+  if (s.top_k > 0 || row.size() <= static_cast<size_t>(kMaxRowTopK)) return false;
+  std::vector<Candidate> best;
+  top_k_of_row(row, kMaxRowTopK, best);
+  const float max_logit = best.front().logit;
+  if (s.log_min_p != -std::numeric_limits<double>::infinity()) {
+    const double threshold = static_cast<double>(max_logit) + s.log_min_p;
+    for (size_t i = 1; i < best.size(); ++i)
+      if (!(best[i].logit >= threshold)) return false;  // min-p cuts among them
+  }
+  if (s.top_p < 1) {
+    double sum = 0;
+    for (float l : row) sum += std::exp(static_cast<double>(l) - max_logit);
+    double cumulative = 0;
+    for (const Candidate& c : best) {
+      cumulative += std::exp(static_cast<double>(c.logit) - max_logit) / sum;
+      if (cumulative >= s.top_p) return false;  // top-p's prefix ends among them
+    }
+  }
+  return true;
 }
 
 void penalise_row(std::span<float> row, const RowSampling& s, int32_t id) {
@@ -283,6 +312,7 @@ void Sampler::accept(int32_t token) {
 
 bool Sampler::draws_from_row(int64_t n_vocab) const {
   if (uses_dry() || (uses_penalties() && params_.penalty_last_n > kMaxRowRecent)) return false;
+  if (may_decline()) return params_.top_p < 1 || params_.min_p > 0;  // top-k off: truncated below
   const int k = params_.temperature <= 0 ? 1 : params_.top_k;
   return k >= 1 && k <= kMaxRowTopK && k < n_vocab;
 }
@@ -295,7 +325,7 @@ RowSampling Sampler::row_sampling(double uniform) const {
                                   : -std::numeric_limits<double>::infinity();
   s.top_p = params_.top_p;
   s.temperature = params_.temperature;
-  s.top_k = params_.top_k;
+  s.top_k = params_.top_k > 0 ? params_.top_k : 0;
   return s;
 }
 
@@ -336,19 +366,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
                     params_.presence_penalty);
   }
   if (params_.temperature <= 0) return argmax(row);
-
   // Truncation without a sort of the whole vocabulary (248k tokens for Qwen3.5): the
   // same survivors, in the same order, as keep_top_k, keep_top_p and keep_min_p.
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < row.size())
-    return draw_from_row(row, row_sampling(next_uniform()));
-  if (params_.top_k > 0 || params_.top_p < 1 || params_.min_p > 0) {
-    top_p_min_p_of_row(row, params_.top_p, params_.min_p, candidates_);
-  } else {  // no truncation: the draw needs no sorted order
-    candidates_.resize(row.size());
-    for (size_t i = 0; i < row.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), row[i]};
-  }
-  const std::vector<double> probs = candidate_probabilities(candidates_, params_.temperature);
-  return candidates_[draw_index(probs, next_uniform())].id;
+  return draw_from_row(row, row_sampling(next_uniform()));
 }
 
 }  // namespace zinc

@@ -74,10 +74,17 @@ void keep_min_p(std::vector<Candidate>& candidates, float min_p);
 std::vector<double> candidate_probabilities(std::span<const Candidate> candidates, float temperature);
 // Index i with probability probs[i], from one uniform number in [0, 1).
 size_t draw_index(std::span<const double> probs, double uniform);
-// Stages 3 and 4 on a row with top-k on: top_k_of_row, keep_top_p, min-p's cut at
-// the best logit + s.log_min_p (keep_min_p's), softmax(logit / T) and draw_index at
-// s.uniform. Backend::sample_rows' reference, after penalise_row.
+// Stages 3 and 4: with top-k on, top_k_of_row, keep_top_p, min-p's cut at the best
+// logit + s.log_min_p (keep_min_p's); with top-k off (0) or over the whole row, the
+// same top-p and min-p over the whole row without sorting all of it (top-k off with
+// neither: every token in id order); then softmax(logit / T) and draw_index at
+// s.uniform.
+// Backend::sample_rows' reference, after penalise_row.
 int32_t draw_from_row(std::span<const float> row, const RowSampling& s);
+// Whether Backend::sample_rows declines the row (row_sampling.h): top-k off, more
+// than kMaxRowTopK tokens, and neither top-p's prefix (probabilities over the whole
+// row) nor min-p's cut ends among the kMaxRowTopK best.
+bool row_draw_declined(std::span<const float> row, const RowSampling& s);
 // Stage 1 without DRY, in place: apply_penalties over s's window (s.recent, then
 // `id` when s.recent_then_id). Nothing when s carries no window.
 void penalise_row(std::span<float> row, const RowSampling& s, int32_t id);
@@ -94,10 +101,13 @@ class Sampler {
   // caller may then take the argmax where the logits are (the GPU) and skip the row.
   bool picks_argmax() const { return params_.temperature <= 0 && !uses_penalties() && !uses_dry(); }
   // True when sample(row) is penalise_row then draw_from_row with next_row_sampling()
-  // for every row of n_vocab logits (greedy as top-1, or top-k at most kMaxRowTopK; no
-  // DRY; penalties over at most kMaxRowRecent tokens): the caller may then draw where
-  // the logits are (Backend::sample_rows).
+  // for every row of n_vocab logits (greedy as top-1, top-k at most kMaxRowTopK, or
+  // top-k off with top-p or min-p on; no DRY; penalties over at most kMaxRowRecent
+  // tokens): the caller may then draw where the logits are (Backend::sample_rows).
   bool draws_from_row(int64_t n_vocab) const;
+  // True when such a draw may be declined (top-k off: row_sampling.h); the caller then
+  // reads the penalised row and finishes with draw_from_row and the same parameters.
+  bool may_decline() const { return params_.temperature > 0 && params_.top_k <= 0; }
   // The parameters of the next draw; consumes the random number that sample() would
   // (none when greedy). With penalties they carry the accepted tokens' window; with
   // then_id, for a step queued before its fed token is read and accepted, one token
@@ -124,7 +134,6 @@ class Sampler {
   std::vector<int32_t> recent_buffer_;
   std::deque<int32_t> dry_history_;  // at most dry_penalty_last_n tokens (all when -1)
   std::vector<int32_t> dry_buffer_;
-  std::vector<Candidate> candidates_;
 };
 
 }  // namespace zinc

@@ -258,14 +258,15 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
 // Top-k sampled requests (with or without penalties; no DRY or logprobs) have their
 // tokens drawn on the backend, with steps run ahead when the whole batch draws there
 // (a penalty window then ends with the token still on the backend), and mixed into
-// batches with greedy requests and ones the host samples (logprobs, DRY): each
+// batches with greedy requests and ones the host samples (logprobs, DRY) or that the
+// backend may decline (top-k off, 7 and 8, whose declined rows the host draws): each
 // request gets the tokens of a host loop that reads every row and samples it with
 // the request's seed, alone or together.
 TEST_P(EngineTest, TopKSamplingOnTheBackendEqualsTheHostChain) {
   Loaded l = load(GetParam(), "tiny");
   Model& m = *l.model;
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 7; ++i) prompts.push_back(make_prompt(m, 2 + i * 7, i + 30));
+  for (int i = 0; i < 9; ++i) prompts.push_back(make_prompt(m, 2 + i * 7 % 50, i + 30));
   const auto make = [&](size_t i) {
     RequestOptions r;
     r.prompt = prompts[i];
@@ -279,6 +280,8 @@ TEST_P(EngineTest, TopKSamplingOnTheBackendEqualsTheHostChain) {
       r.sampling.penalty_last_n = 4;
     }
     if (i == 6) r.sampling.dry_multiplier = 0.8f;
+    if (i == 7) r.sampling.top_k = 0, r.sampling.min_p = 0.1f;
+    if (i == 8) r.sampling.top_k = 0, r.sampling.min_p = 0, r.sampling.repeat_penalty = 1.3f;
     return r;
   };
   const int64_t block = 16;

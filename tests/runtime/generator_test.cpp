@@ -181,16 +181,23 @@ TEST_F(Generator, SamplingDrawsOnTheBackendAsTheHostChain) {
   // drawn on the backend (sample_rows) with steps run ahead (each penalty window then
   // ends with the token the backend holds): the tokens of a host loop that reads
   // every row and samples it with the same seed, and an end token leaves the sequence
-  // having absorbed it. A 4-token window slides within the 10 tokens.
+  // having absorbed it. A 4-token window slides within the 10 tokens. With top-k off
+  // (settings 3 and 4) the steps go one at a time and the backend declines the rows
+  // whose survivors it cannot bound, which the host then draws: the same tokens.
   const size_t n_vocab = static_cast<size_t>(model_->n_vocab());
+  ASSERT_GT(n_vocab, static_cast<size_t>(kMaxRowTopK));
   std::vector<int32_t> unpenalised[3];  // setting 0's tokens per seed
-  for (int case_index = 0; case_index < 9; ++case_index) {
+  int declined = 0, drawn = 0;          // setting 3's rows, as the backend takes them
+  for (int case_index = 0; case_index < 15; ++case_index) {
     const int setting = case_index / 3;
     const uint64_t seed = 1 + case_index % 3;
     SamplerParams p;  // top-k 40, top-p 0.95, min-p 0.05
     p.temperature = setting == 2 ? 0.0f : 1.5f;
+    if (setting == 3) p.top_k = 0, p.min_p = 0.1f;  // min-p's cut lands on both sides of the 128 best
+    if (setting == 4) p.top_k = 0, p.top_p = 0.6f, p.min_p = 0;
     // Negative penalties: recent tokens are boosted, so the draws depend on the window.
-    if (setting > 0) p.repeat_penalty = 0.5f, p.frequency_penalty = -1.0f, p.presence_penalty = -2.0f;
+    if (setting == 1 || setting == 2 || setting == 4)
+      p.repeat_penalty = 0.5f, p.frequency_penalty = -1.0f, p.presence_penalty = -2.0f;
     p.penalty_last_n = 4;
     p.seed = seed;
     Sampler host(p);
@@ -201,6 +208,11 @@ TEST_F(Generator, SamplingDrawsOnTheBackendAsTheHostChain) {
     std::vector<int32_t> want;
     for (int i = 0; i < 10; ++i) {
       backend_->read(l, row.data(), row.size() * sizeof(float));
+      if (setting == 3) {  // no penalties: the raw row is the one the backend draws from
+        RowSampling s;
+        s.top_k = 0, s.top_p = p.top_p, s.log_min_p = std::log(static_cast<double>(p.min_p));
+        ++(row_draw_declined(row, s) ? declined : drawn);
+      }
       want.push_back(host.sample(row));
       host.accept(want.back());
       l = model_->forward(ref, std::span(want).last(1), 1);
@@ -214,6 +226,8 @@ TEST_F(Generator, SamplingDrawsOnTheBackendAsTheHostChain) {
       Sampler sampler(p);
       ASSERT_TRUE(sampler.draws_from_row(model_->n_vocab()));
       ASSERT_EQ(sampler.picks_argmax(), false);
+      const bool ahead = !sampler.may_decline();  // an end token is absorbed only by a step run ahead
+      ASSERT_EQ(ahead, setting < 3);
       SequenceState seq = model_->new_sequence(64);
       GenerateOptions opt;
       opt.max_tokens = 10;
@@ -223,10 +237,12 @@ TEST_F(Generator, SamplingDrawsOnTheBackendAsTheHostChain) {
       const auto end = by_eog ? std::find(want.begin(), want.end(), want[4]) - want.begin() : 10;
       EXPECT_EQ(r.tokens, std::vector<int32_t>(want.begin(), want.begin() + end));
       EXPECT_EQ(r.stop, by_eog ? StopReason::EndOfGeneration : StopReason::MaxTokens);
-      EXPECT_EQ(r.end_absorbed, by_eog);
-      EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + (by_eog ? end + 1 : 9));
+      EXPECT_EQ(r.end_absorbed, by_eog && ahead);
+      EXPECT_EQ(seq.n_past, static_cast<int64_t>(prompt_.size()) + (by_eog ? end + (ahead ? 1 : 0) : 9));
     }
   }
+  EXPECT_GT(declined, 0);  // both ways of a top-k-off draw were taken
+  EXPECT_GT(drawn, 0);
 }
 
 TEST_F(Generator, NoTokenWantedStillTimesThePrompt) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -336,7 +337,8 @@ TEST(Sampler, RowDrawsAreTheChainsDraws) {
     float top_p, min_p;
   };
   const Case cases[] = {{0, 40, 0.95f, 0.05f}, {0.8f, 40, 0.95f, 0.05f}, {0.7f, 1, 1, 0},   {1.3f, 5, 0.5f, 0},
-                        {0.3f, 128, 1, 0.2f},  {2.0f, 128, 0.999f, 0},   {1, 7, 1, 0.05f}};
+                        {0.3f, 128, 1, 0.2f},  {2.0f, 128, 0.999f, 0},   {1, 7, 1, 0.05f}, {0.9f, 0, 0.9f, 0.05f},
+                        {1.1f, 0, 1, 0.1f},    {0.6f, 0, 0.3f, 0}};
   for (const Case& k : cases)
     for (int trial = 0; trial < 20; ++trial) {
       const std::vector<float> row = random_row(gen, 300 + trial, trial % 2 == 1);
@@ -360,12 +362,19 @@ TEST(Sampler, DrawsFromRowWithASmallTopKAndPenaltyWindowAndWithoutDry) {
   SamplerParams p;  // the defaults: top-k 40, no penalties
   EXPECT_TRUE(Sampler(p).draws_from_row(1000));
   EXPECT_FALSE(Sampler(p).draws_from_row(40));  // top-k keeps the whole row: the host's path
+  EXPECT_FALSE(Sampler(p).may_decline());
   p.top_k = kMaxRowTopK + 1;
   EXPECT_FALSE(Sampler(p).draws_from_row(1000));
-  p.top_k = 0;
+  p.top_k = 0;  // off: top-p and min-p over the row, which a backend may decline
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  EXPECT_TRUE(Sampler(p).may_decline());
+  p.min_p = 0;
+  EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  p.top_p = 1;  // no truncation at all: the host's path
   EXPECT_FALSE(Sampler(p).draws_from_row(1000));
   p.temperature = 0;  // greedy: top-1 whatever top-k says
   EXPECT_TRUE(Sampler(p).draws_from_row(1000));
+  EXPECT_FALSE(Sampler(p).may_decline());
   p = SamplerParams{};
   p.repeat_penalty = 1.1f;
   EXPECT_TRUE(Sampler(p).draws_from_row(1000));
@@ -381,6 +390,48 @@ TEST(Sampler, DrawsFromRowWithASmallTopKAndPenaltyWindowAndWithoutDry) {
   p = SamplerParams{};
   p.dry_multiplier = 0.8f;
   EXPECT_FALSE(Sampler(p).draws_from_row(1000));
+}
+
+TEST(Sampler, ABackendDeclinesTopKOffRowsWhoseSurvivorsPassItsCandidates) {
+  // With top-k off a backend holds the row's kMaxRowTopK best: it declines a row
+  // exactly when top-p's prefix (probabilities over the whole row) and min-p's cut
+  // both end past them, so every row it draws has its survivors among them.
+  std::mt19937 gen(21);
+  struct Case {
+    float top_p, min_p;
+  };
+  int declined = 0, drawn = 0;
+  for (const Case& k : {Case{0.9f, 0.05f}, Case{0.5f, 0}, Case{1, 0.2f}, Case{0.99f, 0.01f}})
+    for (int trial = 0; trial < 24; ++trial) {
+      std::vector<float> row = random_row(gen, 1000, trial % 2 == 1);
+      for (float& l : row) l *= 0.25f * static_cast<float>(1 + trial % 12);  // flat to peaked
+      RowSampling s;
+      s.top_k = 0, s.top_p = k.top_p;
+      s.log_min_p = k.min_p > 0 ? std::log(static_cast<double>(k.min_p)) : -std::numeric_limits<double>::infinity();
+      std::vector<Candidate> sorted = all_candidates(row);
+      keep_top_k(sorted, 0);
+      size_t top_p_len = sorted.size(), min_p_len = sorted.size();
+      if (k.top_p < 1) {
+        const std::vector<double> probs = candidate_probabilities(sorted, 1.0f);
+        double cumulative = 0;
+        for (size_t i = 0; i < probs.size(); ++i)
+          if ((cumulative += probs[i]) >= k.top_p) {
+            top_p_len = i + 1;
+            break;
+          }
+      }
+      if (k.min_p > 0) {
+        min_p_len = 1;
+        while (min_p_len < sorted.size() && sorted[min_p_len].logit >= sorted[0].logit + s.log_min_p) ++min_p_len;
+      }
+      const bool want = top_p_len > static_cast<size_t>(kMaxRowTopK) && min_p_len >= static_cast<size_t>(kMaxRowTopK);
+      ASSERT_EQ(row_draw_declined(row, s), want) << "top-p " << k.top_p << " min-p " << k.min_p << " trial " << trial;
+      ++(want ? declined : drawn);
+      s.top_k = 40;  // top-k on: never declined
+      EXPECT_FALSE(row_draw_declined(row, s));
+    }
+  EXPECT_GT(declined, 10);
+  EXPECT_GT(drawn, 10);
 }
 
 TEST(Sampler, PenalisedRowDrawsEqualSample) {

@@ -410,10 +410,10 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < n; ++t) {
       RowSampling s;
       std::memcpy(static_cast<void*>(&s), params.as<const int32_t>() + kRowSamplingWords * t, sizeof(s));
-      check(s.top_k >= 1 && s.top_k <= kMaxRowTopK && s.top_k < V, "sample_rows", "top-k out of range");
+      check(s.top_k >= 0 && s.top_k <= kMaxRowTopK && s.top_k < V, "sample_rows", "top-k out of range");
       const std::span row(logits.as<float>() + t * V, static_cast<size_t>(V));
       penalise_row(row, s, ids.as<const int32_t>()[t]);
-      ids.as<int32_t>()[t] = draw_from_row(row, s);
+      ids.as<int32_t>()[t] = row_draw_declined(row, s) ? -1 : draw_from_row(row, s);
     }
   }
 

@@ -8,6 +8,11 @@
 // Neither sorts everything it reads: a lower bound on the k-th best key (the k-th
 // best of the threads' maxima in a slice; the best of the slices' k-th keys in the
 // pick) admits few candidates besides the top-k, and only those are sorted.
+//
+// With top-k off the candidates are the row's kMaxRowTopK best; each slice also
+// leaves its maximum and Σ exp(logit - maximum) (double), from which the pick forms
+// top-p's normaliser over the whole row, and a row whose survivors may lie beyond
+// the candidates is declined (id -1, row_draw_declined in sample/sampler.h).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -21,6 +26,9 @@ constexpr int kMaxSlices = 64;
 constexpr int kListKeys = 2 * kPassKeys;
 static_assert(kListKeys >= kPassKeys + kMaxRowTopK && kListKeys >= kMaxSlices * kMaxRowTopK);
 constexpr size_t kListSmem = kListKeys * sizeof(uint64_t);
+// A slice's words in partials: its top-k keys, then its maximum and its sum of
+// exp(logit - maximum) as doubles (top-k off with top-p on).
+constexpr int kSliceWords = kMaxRowTopK + 2;
 
 // A logit and its id as one key ordered as the host's by_logit_desc: larger logit,
 // then lower id. 0 is below every key (padding).
@@ -51,11 +59,14 @@ __device__ void sort_desc(uint64_t* keys, int n) {
     }
 }
 
-// The row's top-k: its parameter clamped to [1, min(kMaxRowTopK, V)].
+// The row's candidates: its top-k clamped to [1, min(kMaxRowTopK, V)], that bound
+// when top-k is off.
 __device__ __forceinline__ int row_top_k(const RowSampling& s, int64_t V) {
   const int limit = V < kMaxRowTopK ? static_cast<int>(V) : kMaxRowTopK;
-  return s.top_k < 1 ? 1 : (s.top_k > limit ? limit : s.top_k);
+  return s.top_k < 1 || s.top_k > limit ? limit : s.top_k;
 }
+// Whether the pick needs the slices' sums: top-p over the whole row.
+__device__ __forceinline__ bool needs_row_sum(const RowSampling& s) { return s.top_k < 1 && s.top_p < 1; }
 
 __device__ __forceinline__ uint64_t block_max_key(uint64_t v, uint64_t* shared) {
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -101,8 +112,8 @@ __device__ void penalise_slice(float* l, int64_t begin, int64_t end, const RowSa
 }
 
 // grid (slices, rows): block b penalises its slice b of the row, then leaves the
-// row's top-k keys of that slice, sorted, in partials {kMaxRowTopK, slices, rows} (0
-// after them).
+// row's top-k keys of that slice, sorted, in partials {kSliceWords, slices, rows} (0
+// after them), and when needs_row_sum() the slice's maximum and sum.
 __global__ void __launch_bounds__(kThreads) sample_slice_kernel(float* logits, int64_t V, int64_t slice,
                                                                 const RowSampling* params, const int32_t* ids,
                                                                 uint64_t* partials) {
@@ -143,8 +154,24 @@ __global__ void __launch_bounds__(kThreads) sample_slice_kernel(float* logits, i
     sort_candidates(list, n);
     kept = n < k ? n : k;
   }
-  uint64_t* out = partials + (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kMaxRowTopK;
+  uint64_t* out = partials + (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kSliceWords;
   for (int i = threadIdx.x; i < kMaxRowTopK; i += blockDim.x) out[i] = i < kept ? list[i] : 0;
+  if (!needs_row_sum(s)) return;
+  // The slice's maximum is its best key's logit; Σ exp(logit - maximum) by the block.
+  const double mx = kept > 0 ? static_cast<double>(key_logit(list[0])) : -INFINITY;
+  double sum = 0;
+  if (mx != -INFINITY)
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) sum += exp(static_cast<double>(l[i]) - mx);
+  __shared__ double sums[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kThreads / 32; ++w) total += sums[w];
+    out[kMaxRowTopK] = static_cast<uint64_t>(__double_as_longlong(mx));
+    out[kMaxRowTopK + 1] = static_cast<uint64_t>(__double_as_longlong(total));
+  }
 }
 
 // One block per row: the row's top-k from its slices' lists, then draw_from_row's
@@ -162,14 +189,15 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
   const double uniform = row.uniform, log_min_p = row.log_min_p;
   const float top_p = row.top_p, temperature = row.temperature;
   const int k = row_top_k(row, V);
-  const uint64_t* p = partials + static_cast<int64_t>(blockIdx.x) * slices * kMaxRowTopK;
+  const bool off = row.top_k < 1;  // top-k off: k is the candidates' bound
+  const uint64_t* p = partials + static_cast<int64_t>(blockIdx.x) * slices * kSliceWords;
   // Each list's k-th key bounds the row's k-th best from below.
   uint64_t bound = 0;
-  for (int b = threadIdx.x; b < slices; b += blockDim.x) bound = max(bound, p[b * kMaxRowTopK + k - 1]);
+  for (int b = threadIdx.x; b < slices; b += blockDim.x) bound = max(bound, p[b * kSliceWords + k - 1]);
   if (threadIdx.x == 0) count = 0;
   bound = max(block_max_key(bound, warp_max), uint64_t{1});
   for (int i = threadIdx.x; i < slices * k; i += blockDim.x) {
-    const uint64_t key = p[(i / k) * kMaxRowTopK + i % k];
+    const uint64_t key = p[(i / k) * kSliceWords + i % k];
     if (key >= bound) list[atomicAdd(&count, 1)] = key;
   }
   __syncthreads();
@@ -185,11 +213,24 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
     return __shfl_sync(0xffffffffu, sum, 0);
   };
   int keep = k;
-  // keep_top_p: probabilities at temperature 1 over the k.
+  bool reached = false;  // top-p's prefix ends among the k
+  // keep_top_p: probabilities at temperature 1 over the k, or with top-k off over the
+  // whole row (the slices' sums, each taken to the row's maximum, in slice order).
   if (top_p < 1 && k > 1) {
     for (int i = lane; i < k; i += 32) e[i] = exp(static_cast<double>(key_logit(list[i])) - best);
     __syncwarp();
-    const double sum = ordered_sum(k);
+    double sum = 0;
+    if (off) {
+      if (lane == 0)
+        for (int b = 0; b < slices; ++b) {
+          const double mx = __longlong_as_double(static_cast<long long>(p[b * kSliceWords + kMaxRowTopK]));
+          const double s = __longlong_as_double(static_cast<long long>(p[b * kSliceWords + kMaxRowTopK + 1]));
+          if (mx != -INFINITY) sum += s * exp(mx - best);
+        }
+      sum = __shfl_sync(0xffffffffu, sum, 0);
+    } else {
+      sum = ordered_sum(k);
+    }
     for (int i = lane; i < k; i += 32) e[i] /= sum;
     __syncwarp();
     if (lane == 0) {
@@ -198,11 +239,13 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
         cumulative += e[i];
         if (cumulative >= top_p) {
           keep = i + 1;
+          reached = true;
           break;
         }
       }
     }
     keep = __shfl_sync(0xffffffffu, keep, 0);
+    reached = __shfl_sync(0xffffffffu, reached, 0);
   }
   // min-p's cut: the first candidate below it.
   if (log_min_p != -INFINITY) {
@@ -212,6 +255,11 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
       if (!(key_logit(list[i]) >= threshold)) cut = min(cut, i);
     for (int o = 16; o > 0; o >>= 1) cut = min(cut, __shfl_xor_sync(0xffffffffu, cut, o));
     keep = cut;
+  }
+  // Top-k off: survivors beyond the k (neither cut ended among them) are the host's.
+  if (off && k < V && !reached && keep == k) {
+    if (lane == 0) ids[blockIdx.x] = -1;
+    return;
   }
   // softmax(logit / T) and draw_index.
   __syncwarp();
@@ -243,7 +291,7 @@ int64_t slice_len(int64_t V) {
 }  // namespace
 
 size_t sample_rows_partials(int64_t V, int64_t rows) {
-  return static_cast<size_t>(ceil_div(V, slice_len(V)) * rows) * kMaxRowTopK;
+  return static_cast<size_t>(ceil_div(V, slice_len(V)) * rows) * kSliceWords;
 }
 
 void sample_rows(float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,

@@ -239,12 +239,15 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
   // The generation loop (zinc run / chat) draws on the device with its steps run one
   // ahead (greedy: the argmax; sampling: sample_rows, a penalty window ending with the
   // token still on the device): the tokens of the host loop with the same seed. Top-k,
-  // top-k with penalties, greedy, greedy with penalties.
+  // top-k with penalties, greedy, greedy with penalties; top-k off (min-p, and top-p
+  // with penalties) one step at a time, the rows the device declines drawn by the host.
   constexpr int kSteps = 48;
-  for (const char* setting : {"top-k", "top-k + penalties", "greedy", "greedy + penalties"}) {
+  for (const char* setting : {"top-k", "top-k + penalties", "greedy", "greedy + penalties", "top-k off, min-p",
+                              "top-k off, top-p + penalties"}) {
     SamplerParams sp;  // top-k 40, top-p 0.95, min-p 0.05
     sp.temperature = setting[0] == 'g' ? 0.0f : 1.0f;
     sp.seed = 5;
+    if (std::strstr(setting, "off")) sp.top_k = 0, sp.min_p = std::strstr(setting, "min-p") ? 0.1f : 0.0f;
     if (std::strstr(setting, "penalties")) {
       sp.repeat_penalty = 1.3f, sp.frequency_penalty = 0.2f, sp.presence_penalty = 0.5f;
       sp.penalty_last_n = 16;

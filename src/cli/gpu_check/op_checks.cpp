@@ -147,14 +147,17 @@ void check_fused_ops(Checker& c) {
   // penalties on three rows over windows of the row's best tokens (repeats, one window
   // ending with the id passed in); the penalised logits must equal the CPU's bit for
   // bit. Logits rounded to integers make many ties (lower id first); V = 262,145
-  // makes slices of two passes.
+  // makes slices of two passes. Rows 4-6 have top-k off (min-p and top-p over the
+  // whole row) on a peaked, a flat and a very peaked row: ids -1 (declined) must match
+  // too.
   std::mt19937_64 draws(17);
   for (int64_t V : {248320, 262145, 1000})
     for (bool ties : {false, true}) {
-      constexpr int64_t n = 4;
+      constexpr int64_t n = 7;
       std::vector<float> host = c.randn(V * n, 3.0f);
       if (ties)
         for (float& x : host) x = std::round(x);
+      for (int64_t i = 0; i < V; ++i) host[4 * V + i] *= 4, host[6 * V + i] *= 8;
       std::vector<std::vector<int32_t>> best(n);  // each row's 16 best ids
       for (int64_t t = 0; t < n; ++t) {
         std::vector<int32_t> order(static_cast<size_t>(V));
@@ -165,17 +168,20 @@ void check_fused_ops(Checker& c) {
       }
       auto l = c.f32({V, n}, host);
       const double off = -INFINITY;
-      int bad = 0;
+      int bad = 0, declined = 0;
       for (int round = 0; round < 8; ++round) {
         RowSampling rows[n] = {{0, std::log(0.05), 0.95f, 0.8f, 40},
                                {0, off, 1, 1, 1},
                                {0, off, 1, 1.5f, kMaxRowTopK},
-                               {0, std::log(0.2), 0.5f, 0.3f, 7}};
+                               {0, std::log(0.2), 0.5f, 0.3f, 7},
+                               {0, std::log(0.05), 0.9f, 0.8f, 0},
+                               {0, off, 0.95f, 1, 0},
+                               {0, off, 0.5f, 1.2f, 0}};
         for (RowSampling& r : rows) r.uniform = static_cast<double>(draws() >> 11) * 0x1.0p-53;
         std::vector<int32_t> fed(n);
         for (int64_t t = 0; t < n; ++t) fed[t] = best[t][draws() % 16];
         if (round % 2 == 1)
-          for (int64_t t : {0, 1, 3}) {
+          for (int64_t t : {0, 1, 3, 5}) {
             RowSampling& r = rows[t];
             r.n_recent = t == 3 ? kMaxRowRecent : 48;
             for (int j = 0; j < r.n_recent; ++j) r.recent[j] = best[t][draws() % 16];
@@ -190,8 +196,12 @@ void check_fused_ops(Checker& c) {
         auto ids = c.i32({n}, fed);
         c.cpu().sample_rows(l.cpu, params.cpu, ids.cpu), c.gpu().sample_rows(l.gpu, params.gpu, ids.gpu);
         bad += static_cast<int>(c.mismatches_i32(ids) + c.mismatches_bytes(l));
+        const int32_t* cpu_ids = ids.cpu.as<const int32_t>();
+        declined += static_cast<int>(std::count(cpu_ids, cpu_ids + n, -1));
       }
-      c.report("sample_rows V=" + std::to_string(V) + (ties ? " ties" : ""), bad, 0);
+      c.report("sample_rows V=" + std::to_string(V) + (ties ? " ties" : "") + " (" + std::to_string(declined) +
+                   " of 24 top-k-off draws declined)",
+               bad, 0);
     }
 }
 
