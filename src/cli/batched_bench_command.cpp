@@ -1,9 +1,10 @@
 // `zinc batched-bench`: throughput of the serving engine with N sequences at once
 // (llama-batched-bench's question). For each N, N requests with distinct random
 // prompts of -p tokens are submitted together and each generates -n tokens
-// greedily (or, with --temp, sampled through the default chain as a chat is, and
-// with --presence-penalty penalised over the last 64 tokens as Qwen's model cards
-// suggest; drawn by the backend's sample_rows); the engine prefills them in block-aligned chunks
+// greedily (or, with --temp, sampled through the chain as a chat is, its top-k,
+// top-p and min-p the defaults unless given, and with --presence-penalty penalised
+// over the last 64 tokens as Qwen's model cards suggest; drawn by the backend's
+// sample_rows where it can); the engine prefills them in block-aligned chunks
 // and then decodes all N in one forward pass per step. Reported: prompt tokens/s
 // (submission to the last first token) and aggregate generation tokens/s (from the
 // last first token, when all N are decoding, to the end).
@@ -179,6 +180,7 @@ void add_batched_bench_command(CLI::App& app) {
     int reps = 2, threads = 0;
     int64_t turn = 0;
     float temp = 0, presence = 0;
+    SamplerParams chain;  // top-k, top-p, min-p with --temp
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("batched-bench", "Measure serving throughput with N sequences at once");
@@ -190,10 +192,13 @@ void add_batched_bench_command(CLI::App& app) {
   cmd->add_option("--backend", args->backend, "cpu, cuda or auto")->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)");
   cmd->add_option("--temp", args->temp,
-                  "Sample at this temperature with the default top-k, top-p and min-p (0: greedy)")
+                  "Sample at this temperature with the chain's top-k, top-p and min-p (0: greedy)")
       ->capture_default_str();
   cmd->add_option("--presence-penalty", args->presence, "Subtract this from the logit of each of the last 64 tokens")
       ->capture_default_str();
+  cmd->add_option("--top-k", args->chain.top_k, "With --temp: top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", args->chain.top_p, "With --temp: top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", args->chain.min_p, "With --temp: min-p (0: off)")->capture_default_str();
   cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");
@@ -203,10 +208,13 @@ void add_batched_bench_command(CLI::App& app) {
     auto backend = make_backend(args->backend, args->threads);
     auto model = load_model(*file, *backend);
     if (args->turn > 0) return prefix_reuse(*model, *backend, args->turn, args->gen);
-    SamplerParams sampling;
-    sampling.temperature = args->temp;  // > 0: the default top-k, top-p and min-p too
+    SamplerParams sampling = args->chain;
+    sampling.temperature = args->temp;  // > 0: with the chain's top-k, top-p and min-p
     sampling.presence_penalty = args->presence;
-    std::string how = args->temp > 0 ? "sampled at temperature " + std::to_string(args->temp) : "greedy";
+    char chain[64];
+    std::snprintf(chain, sizeof chain, " (top-k %d, top-p %g, min-p %g)", sampling.top_k, sampling.top_p,
+                  sampling.min_p);
+    std::string how = args->temp > 0 ? "sampled at temperature " + std::to_string(args->temp) + chain : "greedy";
     if (args->presence != 0) how += ", presence penalty " + std::to_string(args->presence);
     std::printf("model: %s (%s) on %s; prompts of %lld tokens, %lld generated each, %s\n\n", args->model.c_str(),
                 std::string(model->arch()).c_str(), backend->name().c_str(), static_cast<long long>(args->prompt),
