@@ -27,6 +27,7 @@
 
 #include "cli/backend_choice.h"
 #include "cli/commands.h"
+#include "cli/sampling_options.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -196,9 +197,7 @@ void add_batched_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--presence-penalty", args->presence, "Subtract this from the logit of each of the last 64 tokens")
       ->capture_default_str();
-  cmd->add_option("--top-k", args->chain.top_k, "With --temp: top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", args->chain.top_p, "With --temp: top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", args->chain.min_p, "With --temp: min-p (0: off)")->capture_default_str();
+  add_truncation_options(*cmd, args->chain);  // with --temp
   cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");
@@ -211,10 +210,9 @@ void add_batched_bench_command(CLI::App& app) {
     SamplerParams sampling = args->chain;
     sampling.temperature = args->temp;  // > 0: with the chain's top-k, top-p and min-p
     sampling.presence_penalty = args->presence;
-    char chain[64];
-    std::snprintf(chain, sizeof chain, " (top-k %d, top-p %g, min-p %g)", sampling.top_k, sampling.top_p,
-                  sampling.min_p);
-    std::string how = args->temp > 0 ? "sampled at temperature " + std::to_string(args->temp) + chain : "greedy";
+    std::string how = args->temp > 0 ? "sampled at temperature " + std::to_string(args->temp) + " (" +
+                                           describe_truncation(sampling) + ")"
+                                     : "greedy";
     if (args->presence != 0) how += ", presence penalty " + std::to_string(args->presence);
     std::printf("model: %s (%s) on %s; prompts of %lld tokens, %lld generated each, %s\n\n", args->model.c_str(),
                 std::string(model->arch()).c_str(), backend->name().c_str(), static_cast<long long>(args->prompt),

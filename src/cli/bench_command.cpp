@@ -28,6 +28,7 @@
 
 #include "cli/backend_choice.h"
 #include "cli/commands.h"
+#include "cli/sampling_options.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/generator.h"
@@ -221,9 +222,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--temp", args->sampling.temperature,
                   "tg tests sample at this temperature through the generation loop (0: greedy on the device)")
       ->capture_default_str();
-  cmd->add_option("--top-k", args->sampling.top_k, "With --temp: top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", args->sampling.top_p, "With --temp: top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", args->sampling.min_p, "With --temp: min-p (0: off)")->capture_default_str();
+  add_truncation_options(*cmd, args->sampling);  // with --temp
   cmd->add_flag("--profile", args->profile,
                 "CUDA: time every op (eagerly) and print GPU time per phase of one more prompt per pp test");
   cmd->callback([args] {
@@ -320,10 +319,9 @@ void add_bench_command(CLI::App& app) {
       }
       if (args->gen > 0 && args->sampling.temperature > 0) {
         const SamplerParams& sp = args->sampling;
-        char how[96];
-        std::snprintf(how, sizeof how, " (T %g, top-k %d, top-p %g, min-p %g)", sp.temperature, sp.top_k, sp.top_p,
-                      sp.min_p);
-        run("tg" + std::to_string(args->gen) + how, args->gen,
+        char temp[32];
+        std::snprintf(temp, sizeof temp, " (T %g, ", sp.temperature);
+        run("tg" + std::to_string(args->gen) + temp + describe_truncation(sp) + ")", args->gen,
             [&](int64_t n) { return runner.generate_sampled(n, sp); }, true);
       } else if (args->gen > 0)
         run("tg" + std::to_string(args->gen), args->gen, [&](int64_t n) { return runner.generate(n); }, true);

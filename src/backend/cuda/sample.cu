@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) sample_pick_kernel(const uint64_t* p
     for (int i = lane; i < k; i += 32) e[i] = exp(static_cast<double>(key_logit(list[i])) - best);
     __syncwarp();
     double sum = 0;
-    if (off) {
+    if (needs_row_sum(row)) {  // the slices left their sums
       if (lane == 0)
         for (int b = 0; b < slices; ++b) {
           const double mx = __longlong_as_double(static_cast<long long>(p[b * kSliceWords + kMaxRowTopK]));

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/sampling_options.h"
 #include "cli/text/text_generation.h"
 #include "runtime/engine.h"
 #include "server/server.h"
@@ -105,9 +106,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body-mib", a->max_body_mib, "Largest request body; larger gets 413")->capture_default_str();
   SamplerParams& s = a->model.sampling;
   cmd->add_option("--temp", s.temperature, "Default temperature")->capture_default_str();
-  cmd->add_option("--top-k", s.top_k, "Default top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", s.top_p, "Default top-p (1: off)")->capture_default_str();
-  cmd->add_option("--min-p", s.min_p, "Default min-p (0: off)")->capture_default_str();
+  add_truncation_options(*cmd, s);  // requests' defaults, as --temp
   cmd->callback([a] { serve(*a); });
 }
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cli/backend_choice.h"
+#include "cli/sampling_options.h"
 #include "text/chat_template.h"
 
 namespace zinc::cli {
@@ -21,10 +22,7 @@ void add_text_generation_options(CLI::App& cmd, TextGenerationOptions& o) {
   cmd.add_option("--system", o.system, "System message");
   SamplerParams& s = o.sampling;
   cmd.add_option("--temp", s.temperature, "Temperature; 0 is greedy")->capture_default_str();
-  cmd.add_option("--top-k", s.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
-  cmd.add_option("--top-p", s.top_p, "Keep the most likely tokens up to this probability (1: off)")->capture_default_str();
-  cmd.add_option("--min-p", s.min_p, "Drop tokens below this fraction of the best one's probability (0: off)")
-      ->capture_default_str();
+  add_truncation_options(cmd, s);
   cmd.add_option("--repeat-penalty", s.repeat_penalty, "Penalty on recent tokens (1: off)")->capture_default_str();
   cmd.add_option("--repeat-last-n", s.penalty_last_n, "How many recent tokens the penalties look at")
       ->capture_default_str();
