@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Golden logits for a synthetic llama / qwen3 / qwen3moe GGUF from transformers
-(LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM).
+"""Golden logits for a synthetic llama / qwen3 / qwen3moe / gemma3 GGUF from transformers
+(LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM).
 
 The GGUF is read and dequantized with the `gguf` package (its own numpy codecs, not
 zinc's), llama.cpp's converter changes are undone (the `llama` q/k projection rows are
 permuted so that adjacent-pair RoPE reproduces rotate_half; rope_freqs.weight divides
-each RoPE frequency), the weights are loaded into the Hugging Face model, and one full
-forward pass over a fixed token sequence gives the logits at every position.
+each RoPE frequency; Gemma's norm weights were stored + 1), the weights are loaded into
+the Hugging Face model, and one full forward pass over a fixed token sequence gives
+the logits at every position.
 
 Writes OUT.txt (metadata: synth arguments, file hash, tokens, shape) and OUT.bin
 (float32 logits, [n_tokens, n_vocab] row-major), the format tests/model/oracle_test.cpp
@@ -69,7 +70,7 @@ def read_model(path):
     """The HF config arguments and state dict (numpy) for the GGUF at path."""
     r = gguf.GGUFReader(path)
     arch = str(field(r, "general.architecture"))
-    if arch not in ("llama", "qwen3", "qwen3moe"):
+    if arch not in ("llama", "qwen3", "qwen3moe", "gemma3"):
         sys.exit(f"{path}: architecture {arch} is not one this oracle covers")
     a = arch + "."
     n_layer = int(field(r, a + "block_count"))
@@ -83,8 +84,9 @@ def read_model(path):
     ctx = int(field(r, a + "context_length"))
     if n_rot != D:
         sys.exit("partial rotary dims are not covered")
-    if str(field(r, a + "rope.scaling.type", "none")) != "none":
-        sys.exit("rope scaling metadata is not covered")
+    scaling = str(field(r, a + "rope.scaling.type", "none"))
+    if scaling != "none" and not (arch == "gemma3" and scaling == "linear"):
+        sys.exit(f"rope scaling {scaling} is not covered for {arch}")
     W = load_tensors(r)
     V = W["token_embd.weight"].shape[0]
     tied = "output.weight" not in W
@@ -95,6 +97,25 @@ def read_model(path):
                rope_parameters={"rope_type": "default", "rope_theta": theta})
     if arch == "llama":
         cfg.update(intermediate_size=int(field(r, a + "feed_forward_length")), mlp_bias=False)
+    elif arch == "gemma3":
+        # llama.cpp's reading of the file (src/models/gemma3.cpp there): every
+        # `pattern`-th layer global, the others local with RoPE base freq_base_swa and
+        # no scaling; queries scaled by head_dim (n_embd / n_head for the 62-layer 27B).
+        window = int(field(r, a + "attention.sliding_window", 0))
+        pattern = int(field(r, a + "attention.sliding_window_pattern", 6))
+        full = {"rope_type": "default", "rope_theta": theta}
+        if scaling == "linear":
+            full = {"rope_type": "linear", "factor": float(field(r, a + "rope.scaling.factor")), "rope_theta": theta}
+        local = {"rope_type": "default", "rope_theta": float(field(r, a + "rope.freq_base_swa", 10000.0))}
+        del cfg["attention_bias"], cfg["hidden_act"]
+        cfg.update(intermediate_size=int(field(r, a + "feed_forward_length")),
+                   hidden_activation="gelu_pytorch_tanh",
+                   query_pre_attn_scalar=d // Hq if n_layer == 62 else D,
+                   sliding_window=window if window > 0 else None,
+                   layer_types=["sliding_attention" if window > 0 and (i + 1) % pattern else "full_attention"
+                                for i in range(n_layer)],
+                   final_logit_softcapping=None, attn_logit_softcapping=None, bos_token_id=None,
+                   eos_token_id=None, rope_parameters={"sliding_attention": local, "full_attention": full})
     elif arch == "qwen3":
         cfg.update(intermediate_size=int(field(r, a + "feed_forward_length")), use_sliding_window=False,
                    layer_types=["full_attention"] * n_layer)
@@ -106,9 +127,15 @@ def read_model(path):
                    decoder_sparse_step=1, mlp_only_layers=[], use_sliding_window=False,
                    layer_types=["full_attention"] * n_layer)
 
-    # Norm weights are stored as in HF (plain x_hat * w, no +1) for all three.
+    # Norm weights are stored as in HF (plain x_hat * w) for llama and Qwen3; Gemma's
+    # RMSNorm multiplies by (1 + w), and the converter stored w + 1.
+    shift = 1.0 if arch == "gemma3" else 0.0
+
+    def norm(name):
+        return W[name] - shift
+
     sd = {"model.embed_tokens.weight": W["token_embd.weight"],
-          "model.norm.weight": W["output_norm.weight"],
+          "model.norm.weight": norm("output_norm.weight"),
           "lm_head.weight": W["token_embd.weight"] if tied else W["output.weight"]}
     for i in range(n_layer):
         b, p = f"blk.{i}.", f"model.layers.{i}."
@@ -120,14 +147,19 @@ def read_model(path):
                     np.array_equal(converter_permute(k, Hkv), W[b + "attn_k.weight"])):
                 sys.exit("q/k un-permutation does not invert the converter's permutation")
         else:
-            sd[s + "q_norm.weight"] = W[b + "attn_q_norm.weight"]
-            sd[s + "k_norm.weight"] = W[b + "attn_k_norm.weight"]
+            sd[s + "q_norm.weight"] = norm(b + "attn_q_norm.weight")
+            sd[s + "k_norm.weight"] = norm(b + "attn_k_norm.weight")
         sd[s + "q_proj.weight"] = q
         sd[s + "k_proj.weight"] = k
         sd[s + "v_proj.weight"] = W[b + "attn_v.weight"]
         sd[s + "o_proj.weight"] = W[b + "attn_output.weight"]
-        sd[p + "input_layernorm.weight"] = W[b + "attn_norm.weight"]
-        sd[p + "post_attention_layernorm.weight"] = W[b + "ffn_norm.weight"]
+        sd[p + "input_layernorm.weight"] = norm(b + "attn_norm.weight")
+        if arch == "gemma3":
+            sd[p + "post_attention_layernorm.weight"] = norm(b + "post_attention_norm.weight")
+            sd[p + "pre_feedforward_layernorm.weight"] = norm(b + "ffn_norm.weight")
+            sd[p + "post_feedforward_layernorm.weight"] = norm(b + "post_ffw_norm.weight")
+        else:
+            sd[p + "post_attention_layernorm.weight"] = W[b + "ffn_norm.weight"]
         m = p + "mlp."
         if arch == "qwen3moe":
             sd[m + "gate.weight"] = W[b + "ffn_gate_inp.weight"]
@@ -187,7 +219,8 @@ def main():
 
     cls_name, cfg_name = {"llama": ("LlamaForCausalLM", "LlamaConfig"),
                           "qwen3": ("Qwen3ForCausalLM", "Qwen3Config"),
-                          "qwen3moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig")}[arch]
+                          "qwen3moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
+                          "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig")}[arch]
     config = getattr(transformers, cfg_name)(**cfg)
     config._attn_implementation = "eager"
     torch.manual_seed(0)

@@ -83,6 +83,11 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   // y = silu(gate) * up.
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  // y = gelu(gate) * up, GELU in its tanh form (Gemma's gelu_pytorch_tanh):
+  // gelu(x) = x/2 · (1 + tanh(sqrt(2/π) · (x + 0.044715 x³))).
+  virtual void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
+  // y = x * s.
+  virtual void scale(const Tensor& x, float s, const Tensor& y) = 0;
   // y = x * sigmoid(g); g has x's shape, or {1, rows} (one gate per row).
   virtual void mul_sigmoid(const Tensor& x, const Tensor& g, const Tensor& y) = 0;
   // y {len, rows} = columns [offset, offset + len) of x {w, rows}.
@@ -109,11 +114,13 @@ class Backend {
   virtual void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& pos) = 0;
   // Causal GQA attention over the F16 caches, in f32: query i {D, Hq} attends to
-  // cache rows 0..pos[i] (which already hold those positions); y {D, Hq, n}. Query
-  // head h reads KV head h / (Hq / Hkv). One sequence's caches for all n queries, or
-  // one sequence per query (query i with k_caches[i] and v_caches[i], as n calls).
+  // cache rows first..pos[i] (which already hold those positions); y {D, Hq, n}.
+  // first is 0, or with a sliding window (window > 0: Gemma 3's local layers)
+  // max(0, pos[i] - window + 1), the window's last positions. Query head h reads KV
+  // head h / (Hq / Hkv). One sequence's caches for all n queries, or one sequence per
+  // query (query i with k_caches[i] and v_caches[i], as n calls).
   virtual void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                         const Tensor& pos, float scale, const Tensor& y) = 0;
+                         const Tensor& pos, float scale, int window, const Tensor& y) = 0;
 
   // Router: p = softmax(logits {E, n}); the k largest per token into ids (I32 {k, n})
   // and weights ({k, n}), renormalised to sum 1 when `renormalize`.
@@ -159,10 +166,10 @@ class Backend {
                                  const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope,
                                  const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
                                  std::span<const Tensor> v_caches) = 0;
-  // y = attention(q, k_caches, v_caches, pos, scale), then y = mul_sigmoid(y, gate)
-  // with gate {D, Hq, n}: the output gate of gated attention.
+  // y = attention(q, k_caches, v_caches, pos, scale, window), then y = mul_sigmoid(y,
+  // gate) with gate {D, Hq, n}: the output gate of gated attention.
   virtual void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                               const Tensor& pos, float scale, const Tensor& gate, const Tensor& y) = 0;
+                               const Tensor& pos, float scale, int window, const Tensor& gate, const Tensor& y) = 0;
   // The Gated DeltaNet core, between the input and the output projections:
   // gdn_prepare(qkv, conv_w, conv_state, a, b, dt_bias, a_neg, l2_eps) into q, k, v, g,
   // beta; gated_delta_rule(q, k, v, g, beta, state, y); rms_norm_gated(y, norm_w, z,

@@ -143,8 +143,8 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
                        const Tensor& gs, const Tensor& os, std::span<const Tensor> kc, std::span<const Tensor> vc) {
     be.attention_prepare(qp_s, k_s, v_s, q_norm, k_norm, opt.norm_eps, ps, opt.rope, qs,
                          opt.output_gate ? &gs : nullptr, kc, vc);
-    if (opt.output_gate) be.attention_gated(qs, kc, vc, ps, scale, gs, os);
-    else be.attention(qs, kc, vc, ps, scale, os);
+    if (opt.output_gate) be.attention_gated(qs, kc, vc, ps, scale, opt.window, gs, os);
+    else be.attention(qs, kc, vc, ps, scale, opt.window, os);
   };
   if (one_token_each(batch)) {
     run(qp, k, v, batch.pos, q, gate, o, per_sequence(batch, layer, &LayerState::k_cache),
@@ -187,6 +187,12 @@ Tensor swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x) {
   Tensor u = linear(be, w.up, x);
   be.swiglu(g, u, g);
   return linear(be, w.down, g);
+}
+
+Tensor geglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x) {
+  const std::vector<Tensor> gu = linear_many(be, {w.gate, w.up}, x);
+  be.geglu(gu[0], gu[1], gu[0]);
+  return linear(be, w.down, gu[0]);
 }
 
 Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x) {

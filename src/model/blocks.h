@@ -51,6 +51,7 @@ struct AttentionOptions {
   float norm_eps = 1e-6f;
   bool output_gate = false;  // q projection holds [query D | gate D] per head; o *= sigmoid(gate)
   float scale = 0;           // 0: 1/sqrt(head_dim)
+  int window = 0;            // > 0: sliding-window attention over the last `window` positions
 };
 // Causal self-attention, each sequence over its own KV cache (layer `layer` of its
 // state); x {d, n_tokens}.
@@ -77,7 +78,8 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
 struct FfnWeights {
   Tensor gate, up, down;    // {d, ff}, {d, ff}, {ff, d}
 };
-Tensor swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x);
+Tensor swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x);  // down(silu(gate x) · up x)
+Tensor geglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x);   // down(gelu(gate x) · up x)
 
 struct MoeWeights {
   Tensor router;                  // {d, E}

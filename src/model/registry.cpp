@@ -19,6 +19,7 @@ constexpr Arch kArchitectures[] = {
     {"llama", load_llama},
     {"qwen3", load_qwen3},
     {"qwen3moe", load_qwen3moe},
+    {"gemma3", load_gemma3},
 };
 }  // namespace
 

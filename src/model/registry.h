@@ -12,5 +12,6 @@ std::unique_ptr<Model> load_qwen35(const gguf::GgufFile& file, Backend& backend)
 std::unique_ptr<Model> load_llama(const gguf::GgufFile& file, Backend& backend);
 std::unique_ptr<Model> load_qwen3(const gguf::GgufFile& file, Backend& backend);
 std::unique_ptr<Model> load_qwen3moe(const gguf::GgufFile& file, Backend& backend);
+std::unique_ptr<Model> load_gemma3(const gguf::GgufFile& file, Backend& backend);  // gemma3.cpp
 
 }  // namespace zinc

@@ -57,5 +57,6 @@ ModelSpec qwen35moe_spec(const Options& opt);
 ModelSpec llama_spec(const Options& opt);     // synth_transformer.cpp
 ModelSpec qwen3_spec(const Options& opt);     // synth_transformer.cpp
 ModelSpec qwen3moe_spec(const Options& opt);  // synth_transformer.cpp
+ModelSpec gemma3_spec(const Options& opt);    // synth_gemma3.cpp
 
 }  // namespace zinc::synth

@@ -45,6 +45,10 @@ double dot(const float* a, const float* b, int64_t n) {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float gelu_tanh(float x) {
+  const float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
 
 struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
@@ -239,6 +243,17 @@ class CpuBackend final : public Backend {
       y.as<float>()[i] = silu(gate.as<const float>()[i]) * up.as<const float>()[i];
   }
 
+  void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    check(gate.n_elements() == up.n_elements() && y.n_elements() == up.n_elements(), "geglu", "shapes differ");
+    for (int64_t i = 0; i < y.n_elements(); ++i)
+      y.as<float>()[i] = gelu_tanh(gate.as<const float>()[i]) * up.as<const float>()[i];
+  }
+
+  void scale(const Tensor& x, float s, const Tensor& y) override {
+    check(x.n_elements() == y.n_elements(), "scale", "shapes differ");
+    for (int64_t i = 0; i < y.n_elements(); ++i) y.as<float>()[i] = x.as<const float>()[i] * s;
+  }
+
   void mul_sigmoid(const Tensor& x, const Tensor& g, const Tensor& y) override {
     check(y.n_elements() == x.n_elements(), "mul_sigmoid", "y shape");
     const int64_t d = x.ne[0];
@@ -323,12 +338,14 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                 const Tensor& pos, float scale, const Tensor& y) override {
+                 const Tensor& pos, float scale, int window, const Tensor& y) override {
     check(one_or_per_token(k_caches, v_caches, q.ne[2]), "attention", "one sequence's caches, or one per token");
-    if (k_caches.size() == 1) return attention_one(q, k_caches[0], v_caches[0], pos, scale, y);
+    check(window >= 0, "attention", "negative window");
+    if (k_caches.size() == 1) return attention_one(q, k_caches[0], v_caches[0], pos, scale, window, y);
     for (int64_t t = 0; t < q.ne[2]; ++t) {
       const size_t i = static_cast<size_t>(t);
-      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], pos.slice(0, t, 1), scale, y.slice(2, t, 1));
+      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], pos.slice(0, t, 1), scale, window,
+                    y.slice(2, t, 1));
     }
   }
 
@@ -465,9 +482,9 @@ class CpuBackend final : public Backend {
   }
 
   void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                       const Tensor& pos, float scale, const Tensor& gate, const Tensor& y) override {
+                       const Tensor& pos, float scale, int window, const Tensor& gate, const Tensor& y) override {
     check(gate.n_elements() == y.n_elements(), "attention_gated", "gate shape");
-    attention(q, k_caches, v_caches, pos, scale, y);
+    attention(q, k_caches, v_caches, pos, scale, window, y);
     mul_sigmoid(y, gate, y);
   }
 
@@ -513,23 +530,28 @@ class CpuBackend final : public Backend {
  private:
   // attention for one sequence's queries.
   void attention_one(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
-                     const Tensor& y) {
+                     int window, const Tensor& y) {
     const int64_t D = q.ne[0], Hq = q.ne[1], n = q.ne[2], Hkv = k_cache.ne[1];
     check(k_cache.ne[0] == D && Hq % Hkv == 0 && pos.ne[0] == n, "attention", "shape");
     check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention", "the caches are F16");
     const int64_t group = Hq / Hkv, row = Hkv * D;
-    int64_t rows = 0;  // cache rows any query sees
+    // Query t sees cache rows [first(t), pos[t]].
+    const auto first = [&](int64_t t) {
+      return window > 0 ? std::max<int64_t>(0, pos.as<const int32_t>()[t] + 1 - window) : int64_t{0};
+    };
+    int64_t lo = std::numeric_limits<int64_t>::max(), rows = 0;  // cache rows [lo, rows) some query sees
     for (int64_t t = 0; t < n; ++t) {
       const int64_t len = pos.as<const int32_t>()[t] + 1;
       check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
       rows = std::max(rows, len);
+      lo = std::min(lo, first(t));
     }
-    // Those rows widened to f32 once, rather than once per query head.
-    std::vector<float> kf(rows * row), vf(rows * row);
-    pool_.parallel_for(rows, 64, [&](int64_t r0, int64_t r1, int) {
+    // Those rows widened to f32 once, rather than once per query head (row s at s - lo).
+    std::vector<float> kf((rows - lo) * row), vf((rows - lo) * row);
+    pool_.parallel_for(rows - lo, 64, [&](int64_t r0, int64_t r1, int) {
       for (int64_t i = r0 * row; i < r1 * row; ++i) {
-        kf[i] = half_bits_to_float(k_cache.as<const uint16_t>()[i]);
-        vf[i] = half_bits_to_float(v_cache.as<const uint16_t>()[i]);
+        kf[i] = half_bits_to_float(k_cache.as<const uint16_t>()[lo * row + i]);
+        vf[i] = half_bits_to_float(v_cache.as<const uint16_t>()[lo * row + i]);
       }
     });
     pool_.parallel_for(n * Hq, 1, [&](int64_t i0, int64_t i1, int) {
@@ -537,19 +559,20 @@ class CpuBackend final : public Backend {
       std::vector<double> acc(D);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t = i / Hq, h = i % Hq, kvh = h / group, len = pos.as<const int32_t>()[t] + 1;
+        const int64_t s0 = first(t);
         const float* qh = q.as<const float>() + i * D;
-        p.resize(len);
+        p.resize(len - s0);
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t s = 0; s < len; ++s) {
-          p[s] = dot(qh, kf.data() + s * row + kvh * D, D) * scale;
-          mx = std::max(mx, p[s]);
+        for (int64_t s = s0; s < len; ++s) {
+          p[s - s0] = dot(qh, kf.data() + (s - lo) * row + kvh * D, D) * scale;
+          mx = std::max(mx, p[s - s0]);
         }
         double sum = 0;
         for (auto& e : p) sum += (e = std::exp(e - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t s = 0; s < len; ++s) {
-          const float* vs = vf.data() + s * row + kvh * D;
-          for (int64_t j = 0; j < D; ++j) acc[j] += p[s] * vs[j];
+        for (int64_t s = s0; s < len; ++s) {
+          const float* vs = vf.data() + (s - lo) * row + kvh * D;
+          for (int64_t j = 0; j < D; ++j) acc[j] += p[s - s0] * vs[j];
         }
         float* yh = y.as<float>() + i * D;
         for (int64_t j = 0; j < D; ++j) yh[j] = static_cast<float>(acc[j] / sum);

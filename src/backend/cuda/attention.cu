@@ -50,6 +50,7 @@ struct AttentionParams {
   float* partials;     // {D + 2, splits, Hq, n}: max, sum, then D weighted values
   float* y;            // {D, Hq, n}
   float scale;
+  int window;  // > 0: a query sees only its last `window` positions
   int D, Hq, Hkv, n, n_ctx, splits;  // splits: blocks per (KV head block, token) along the cache
   int head_blocks;  // blocks per KV head: ceil(group / kMaxGroup)
 };
@@ -94,6 +95,16 @@ int splits_for(const AttentionShape& s) {
   return static_cast<int>(std::clamp<int64_t>((s.n_ctx + kMinChunk - 1) / kMinChunk, 1, max_splits));
 }
 
+// The keys [first, end) query t sees: all up to its position, or with a sliding
+// window the last `window` of them.
+struct KeyRange {
+  int first, end;
+};
+__device__ __forceinline__ KeyRange keys_of(const AttentionParams& p, int t) {
+  const int end = min(p.pos[t] + 1, p.n_ctx);
+  return {p.window > 0 ? max(0, end - p.window) : 0, end};
+}
+
 // The chunk of a query that sees `len` keys: its keys spread over the grid's splits
 // in whole rounds, at least kMinChunk. It follows the position (on the device), not
 // the cache size, so a long cache at a short position still spreads over many
@@ -120,13 +131,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   int fresh = p.pos[t];
   if constexpr (!std::is_same_v<Params, AttentionSeqsParams>)
     for (int u = 0; u < p.n; ++u) fresh = min(fresh, p.pos[u]);
-  const int len = min(p.pos[t] + 1, p.n_ctx);
-  const int chunk = chunk_of(p, len), s0 = split * chunk;
-  if (s0 >= len) {  // the merge reads only splits below len
+  const KeyRange keys = keys_of(p, t);
+  const int chunk = chunk_of(p, keys.end - keys.first), s0 = keys.first + split * chunk;
+  if (s0 >= keys.end) {  // the merge reads only splits below the range's end
     pdl_begin();
     return;
   }
-  const int s1 = min(s0 + chunk, len);
+  const int s1 = min(s0 + chunk, keys.end);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, qg = lane / 4, qc = lane % 4;
   const int tiles = ((s1 - s0 + kTileKeys - 1) / kTileKeys - warp + kWarps - 1) / kWarps;  // this warp's
   const int64_t row_stride = static_cast<int64_t>(p.Hkv) * D;
@@ -281,8 +292,9 @@ __global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const
   const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // The positions were copied in before the step's first kernel: the split count is
   // known before the wait, which only the partials and the gate need.
-  const int len = min(p.pos[t] + 1, p.n_ctx);
-  const int chunk = chunk_of(p, len), used = (len + chunk - 1) / chunk;  // splits with s0 < len
+  const KeyRange keys = keys_of(p, t);
+  const int len = keys.end - keys.first;
+  const int chunk = chunk_of(p, len), used = (len + chunk - 1) / chunk;  // splits with s0 < the range's end
   pdl_begin();
   // Warp 0 writes the outputs: their gate values load beside the splits' maxima.
   const int d = blockIdx.z * kMergeDims + 2 * lane;
@@ -401,12 +413,12 @@ size_t attention_partials_floats(const AttentionShape& s) {
 }
 
 void attention(const AttentionShape& s, const float* q, const uint16_t* const* k_caches,
-               const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, const float* gate,
-               float* partials, float* y, cudaStream_t st) {
+               const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, int window,
+               const float* gate, float* partials, float* y, cudaStream_t st) {
   if (n_seqs < 1 || n_seqs > kAttentionMaxSeqs || (n_seqs > 1 && n_seqs != s.n_tokens))
     throw std::invalid_argument("cuda attention: one sequence, or one token for each of at most 16");
   AttentionSeqsParams p{};
-  p.q = q, p.pos = pos, p.gate = gate, p.partials = partials, p.y = y, p.scale = scale;
+  p.q = q, p.pos = pos, p.gate = gate, p.partials = partials, p.y = y, p.scale = scale, p.window = window;
   p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
   p.n = static_cast<int>(s.n_tokens), p.n_ctx = static_cast<int>(s.n_ctx), p.splits = splits_for(s);
   p.head_blocks = head_blocks_for(s);

@@ -7,7 +7,8 @@
 // Q is split into an f16 value and an f16 remainder, S = Qh K + Ql K: K is exactly
 // f16, so the scores keep about 22 bits of Q (plain f16 scores flipped a near tie in
 // a tiny test model's prefill, gpu-check). Positions are read on the device: row r
-// sees keys 0..pos[t], and the block walks the keys up to its rows' largest position.
+// sees keys 0..pos[t] (with a sliding window only the last `window` of them), and the
+// block walks the keys from its rows' first to their largest position.
 // An optional output gate multiplies each output by sigmoid(gate).
 #include <cuda_fp16.h>
 
@@ -33,6 +34,7 @@ struct PrefillParams {
   float* y;            // {D, Hq, n}
   float scale;
   int Hq, Hkv, n, n_ctx;
+  int window;  // > 0: row r sees keys pos[t] - window + 1 .. pos[t] only
 };
 
 template <int D>
@@ -42,7 +44,8 @@ struct Smem {
   __half k[2][kKeys][D + 8];  // two buffers: the next tile arrives while this one is used
   __half v[2][kKeys][D + 8];
   int row_pos[kRows];        // last key each row sees, -1 for padding rows
-  int block_end[kWarps];
+  int row_first[kRows];      // first key each row sees
+  int block_end[kWarps], block_begin[kWarps];
 };
 
 // Four floats as f16 (hi) and the f16 of what that rounding lost (lo).
@@ -94,20 +97,26 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
   if (threadIdx.x < kRows) {
     const int row = r0 + threadIdx.x;
     const int last = row < p.n * G ? min(p.pos[row / G], p.n_ctx - 1) : -1;
+    const int first = p.window > 0 ? max(0, last - p.window + 1) : 0;
     sh.row_pos[threadIdx.x] = last;
+    sh.row_first[threadIdx.x] = first;
     const int m = __reduce_max_sync(0xffffffffu, last);
-    if (lane == 0) sh.block_end[warp] = m + 1;
+    // Padding rows (last -1) see nothing and do not hold the block's start back.
+    const int f = static_cast<int>(__reduce_min_sync(0xffffffffu, last < 0 ? 0x7fffffffu : first));
+    if (lane == 0) sh.block_end[warp] = m + 1, sh.block_begin[warp] = f;
   }
   __syncthreads();
-  int end = 0;
+  int end = 0, begin = 0x7fffffff;
 #pragma unroll
-  for (int w = 0; w < kRows / 32; ++w) end = max(end, sh.block_end[w]);
+  for (int w = 0; w < kRows / 32; ++w) end = max(end, sh.block_end[w]), begin = min(begin, sh.block_begin[w]);
+  begin = begin >= end ? 0 : begin / kKeys * kKeys;  // whole tiles from the first key any row sees
   const int my_pos[2] = {sh.row_pos[16 * warp + qg], sh.row_pos[16 * warp + qg + 8]};
+  const int my_first[2] = {sh.row_first[16 * warp + qg], sh.row_first[16 * warp + qg + 8]};
 
   float acc[D / 8][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0, 0};
-  stage_tile(sh, 0, p, kvh, 0, end);
-  for (int s0 = 0, buf = 0; s0 < end; s0 += kKeys, buf ^= 1) {
+  stage_tile(sh, 0, p, kvh, begin, end);
+  for (int s0 = begin, buf = 0; s0 < end; s0 += kKeys, buf ^= 1) {
     cp_async_wait_all();
     __syncthreads();  // the tile has arrived, and every warp is done with the other buffer
     if (s0 + kKeys < end) stage_tile(sh, buf ^ 1, p, kvh, s0 + kKeys, end);
@@ -139,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = s0 + 8 * j + 2 * qc + e % 2;
-        if (key > my_pos[e / 2]) s[j][e] = -INFINITY;
+        if (key > my_pos[e / 2] || key < my_first[e / 2]) s[j][e] = -INFINITY;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
       }
     float base[2], corr[2];
@@ -223,7 +232,7 @@ bool attention_prefill_supported(const AttentionShape& s) {
 }
 
 void attention_prefill(const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       const int32_t* pos, float scale, const float* gate, float* y, cudaStream_t st) {
+                       const int32_t* pos, float scale, int window, const float* gate, float* y, cudaStream_t st) {
   const PrefillParams p{q,
                         reinterpret_cast<const __half*>(k_cache),
                         reinterpret_cast<const __half*>(v_cache),
@@ -234,7 +243,8 @@ void attention_prefill(const AttentionShape& s, const float* q, const uint16_t* 
                         static_cast<int>(s.n_head),
                         static_cast<int>(s.n_head_kv),
                         static_cast<int>(s.n_tokens),
-                        static_cast<int>(s.n_ctx)};
+                        static_cast<int>(s.n_ctx),
+                        window};
   switch (s.head_dim) {
     case 64: launch<64>(p, st); break;
     case 128: launch<128>(p, st); break;

@@ -31,7 +31,7 @@ enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
   MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd, GdnCore, AttentionPrepare, AttentionGated,
-  MoeBlock, SampleRows,
+  MoeBlock, SampleRows, Geglu, Scale,
 };
 // For zinc bench --profile: names in OpId order (extend both together).
 const char* op_name(uint64_t id) {
@@ -39,7 +39,7 @@ const char* op_name(uint64_t id) {
       "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
       "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
       "gdn_prepare", "shared_expert_add", "gdn_core", "attention_prepare",
-      "attention_gated", "moe_block", "sample_rows"};
+      "attention_gated", "moe_block", "sample_rows", "geglu", "scale"};
   return id < std::size(names) ? names[id] : "?";
 }
 
@@ -259,6 +259,18 @@ class CudaBackend final : public Backend {
       cuda::swiglu(gate.as<const float>(), up.as<const float>(), y.as<float>(), y.n_elements(), s);
     });
   }
+  void geglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
+    check(gate.n_elements() == up.n_elements() && y.n_elements() == up.n_elements(), "geglu", "shapes differ");
+    submit(Key(OpId::Geglu) << gate << up << y, [=](cudaStream_t s) {
+      cuda::geglu(gate.as<const float>(), up.as<const float>(), y.as<float>(), y.n_elements(), s);
+    });
+  }
+  void scale(const Tensor& x, float f, const Tensor& y) override {
+    check(x.n_elements() == y.n_elements(), "scale", "shapes differ");
+    submit(Key(OpId::Scale) << x << f << y, [=](cudaStream_t s) {
+      cuda::scale(x.as<const float>(), f, y.as<float>(), y.n_elements(), s);
+    });
+  }
   void mul_sigmoid(const Tensor& x, const Tensor& g, const Tensor& y) override {
     check(y.n_elements() == x.n_elements(), "mul_sigmoid", "y shape");
     const bool per_row = g.n_elements() != x.n_elements();
@@ -328,8 +340,8 @@ class CudaBackend final : public Backend {
     });
   }
   void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                 const Tensor& pos, float scale, const Tensor& y) override {
-    enqueue_attention(OpId::Attention, q, k_caches, v_caches, pos, scale, nullptr, y);
+                 const Tensor& pos, float scale, int window, const Tensor& y) override {
+    enqueue_attention(OpId::Attention, q, k_caches, v_caches, pos, scale, window, nullptr, y);
   }
 
   void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
@@ -593,9 +605,9 @@ class CudaBackend final : public Backend {
   }
 
   void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                       const Tensor& pos, float scale, const Tensor& gate, const Tensor& y) override {
+                       const Tensor& pos, float scale, int window, const Tensor& gate, const Tensor& y) override {
     check(gate.n_elements() == y.n_elements() && gate.type == DType::F32, "attention_gated", "gate shape");
-    enqueue_attention(OpId::AttentionGated, q, k_caches, v_caches, pos, scale, &gate, y);
+    enqueue_attention(OpId::AttentionGated, q, k_caches, v_caches, pos, scale, window, &gate, y);
   }
 
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
@@ -678,19 +690,20 @@ class CudaBackend final : public Backend {
 
   // attention / attention_gated (gate null or {D, Hq, n}).
   void enqueue_attention(OpId op, const Tensor& q, std::span<const Tensor> k_caches,
-                         std::span<const Tensor> v_caches, const Tensor& pos, float scale, const Tensor* gate,
-                         const Tensor& y) {
+                         std::span<const Tensor> v_caches, const Tensor& pos, float scale, int window,
+                         const Tensor* gate, const Tensor& y) {
     const int n_seqs = check_caches(k_caches, v_caches, q.ne[2], "attention");
     const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_caches[0].ne[1], q.ne[2], k_caches[0].ne[2]};
     check(k_caches[0].ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
           "shape");
     check(y.n_elements() == q.n_elements(), "attention", "y shape");
+    check(window >= 0, "attention", "negative window");
     if (n_seqs == 1 && cuda::attention_prefill_supported(sh)) {
       const Tensor &k_cache = k_caches[0], &v_cache = v_caches[0];
       const float* g = gate ? gate->as<const float>() : nullptr;
-      submit(Key(op) << q << k_cache << v_cache << pos << scale << gate << y, [=](cudaStream_t s) {
+      submit(Key(op) << q << k_cache << v_cache << pos << scale << int64_t{window} << gate << y, [=](cudaStream_t s) {
         cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),
-                                pos.as<const int32_t>(), scale, g, y.as<float>(), s);
+                                pos.as<const int32_t>(), scale, window, g, y.as<float>(), s);
       });
       return;
     }
@@ -704,12 +717,12 @@ class CudaBackend final : public Backend {
       if (n_seqs > 1) sh_i.n_tokens = m;
       float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh_i) * sizeof(float)));
       Key key(op);
-      key << q_i << pos_i << scale << (gate ? &gate_i : nullptr) << y_i;
+      key << q_i << pos_i << scale << int64_t{window} << (gate ? &gate_i : nullptr) << y_i;
       const std::vector<const uint16_t*> kcs = pointers<const uint16_t>(k_caches, first, m, key);
       const std::vector<const uint16_t*> vcs = pointers<const uint16_t>(v_caches, first, m, key);
       submit(key, [=](cudaStream_t s) {
         cuda::attention(sh_i, q_i.as<const float>(), kcs.data(), vcs.data(), static_cast<int>(kcs.size()),
-                        pos_i.as<const int32_t>(), scale, g, partials, y_i.as<float>(), s);
+                        pos_i.as<const int32_t>(), scale, window, g, partials, y_i.as<float>(), s);
       });
     });
   }

@@ -138,7 +138,13 @@ __global__ void rope_kernel(const __grid_constant__ RopeKernelParams p) {
   xh[i.y] = a * sn + b * cs;
 }
 
-enum class Binary { Add, Swiglu, MulSigmoid, MulSigmoidRow };
+enum class Binary { Add, Swiglu, Geglu, MulSigmoid, MulSigmoidRow };
+
+// Gemma's gelu_pytorch_tanh (tanhf, not an approximation of it: the CPU backend's form).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
 
 template <Binary Op>
 __global__ void binary_kernel(const float* a, const float* b, float* y, int64_t count, int64_t d) {
@@ -147,6 +153,7 @@ __global__ void binary_kernel(const float* a, const float* b, float* y, int64_t 
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if constexpr (Op == Binary::Add) y[i] = a[i] + b[i];
     if constexpr (Op == Binary::Swiglu) y[i] = silu(a[i]) * b[i];
+    if constexpr (Op == Binary::Geglu) y[i] = gelu_tanh(a[i]) * b[i];
     if constexpr (Op == Binary::MulSigmoid) y[i] = a[i] * sigmoid(b[i]);
     if constexpr (Op == Binary::MulSigmoidRow) y[i] = a[i] * sigmoid(b[i / d]);
   }
@@ -158,6 +165,13 @@ void launch_binary(const float* a, const float* b, float* y, int64_t count, int6
   const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(count, kThreads), 4096));
   launch_pdl(binary_kernel<Op>, blocks, kThreads, s, a, b, y, count, d);
   ZINC_CUDA_LAUNCHED(name);
+}
+
+__global__ void scale_kernel(const float* x, float f, float* y, int64_t count) {
+  pdl_begin();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = x[i] * f;
 }
 
 __global__ void slice_cols_kernel(const float* x, float* y, int64_t width, int64_t offset, int64_t len,
@@ -280,6 +294,14 @@ void add(const float* a, const float* b, float* y, int64_t count, cudaStream_t s
 }
 void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s) {
   launch_binary<Binary::Swiglu>(gate, up, y, count, 1, s, "swiglu");
+}
+void geglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s) {
+  launch_binary<Binary::Geglu>(gate, up, y, count, 1, s, "geglu");
+}
+void scale(const float* x, float f, float* y, int64_t count, cudaStream_t s) {
+  const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(count, kThreads), 4096));
+  launch_pdl(scale_kernel, blocks, kThreads, s, x, f, y, count);
+  ZINC_CUDA_LAUNCHED("scale");
 }
 void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_t d, bool per_row, cudaStream_t s) {
   if (per_row) launch_binary<Binary::MulSigmoidRow>(x, g, y, count, d, s, "mul_sigmoid");

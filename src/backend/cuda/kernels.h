@@ -54,6 +54,8 @@ struct RopeArgs {
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& p, cudaStream_t s);
 void add(const float* a, const float* b, float* y, int64_t count, cudaStream_t s);
 void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s);
+void geglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s);
+void scale(const float* x, float f, float* y, int64_t count, cudaStream_t s);
 // g per element, or per row of length d when per_row.
 void mul_sigmoid(const float* x, const float* g, float* y, int64_t count, int64_t d, bool per_row, cudaStream_t s);
 void slice_cols(const float* x, float* y, int64_t width, int64_t offset, int64_t len, int64_t rows, cudaStream_t s);
@@ -126,21 +128,22 @@ void attention_prepare(const AttentionShape& shape, const float* qp, const float
                        cudaStream_t s);
 // The split-KV form (decode, any token count): head_dim 32, 64, 128 or 256.
 // Needs attention_partials_floats() floats of `partials`; gate {D, Hq, n} or null
-// (y *= sigmoid(gate)).
+// (y *= sigmoid(gate)); window > 0: each query sees only its last `window` positions
+// (Backend::attention).
 bool attention_split_supported(const AttentionShape& shape);
 size_t attention_partials_floats(const AttentionShape& shape);
 void attention(const AttentionShape& shape, const float* q, const uint16_t* const* k_caches,
-               const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, const float* gate,
-               float* partials, float* y, cudaStream_t s);
+               const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, int window,
+               const float* gate, float* partials, float* y, cudaStream_t s);
 // Prefill form (tiles of queries sharing K/V tiles, tensor cores in f16) for
-// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256; gate as above.
+// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256; gate and window as above.
 // On an H200 at the flagship's shape (F32 caches then) it beat the split-KV kernel
 // from 32 queries at depth 8192 (from 128 at depth 0, where both take a few µs), by
 // 16x at 512 queries.
 inline constexpr int64_t kAttentionPrefillMinTokens = 32;
 bool attention_prefill_supported(const AttentionShape& shape);
 void attention_prefill(const AttentionShape& shape, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       const int32_t* pos, float scale, const float* gate, float* y, cudaStream_t s);
+                       const int32_t* pos, float scale, int window, const float* gate, float* y, cudaStream_t s);
 
 // MoE. moe_route: ids/weights {k, n} from logits {E, n}. moe_ffn needs
 // moe_ffn_scratch_floats() floats of `act`.

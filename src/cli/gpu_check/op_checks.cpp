@@ -307,12 +307,13 @@ void check_delta_rule_prefill(Checker& c) {
 // head sizes and GQA groups of the flagship and of other models. Prefill (n >=
 // kAttentionPrefillMinTokens) takes the f16 tensor-core kernel, fewer tokens the
 // split kernel, whose chunks follow the position: also checked in caches much longer
-// than the position and at depths past its staged chunk size.
+// than the position and at depths past its staged chunk size, and with sliding
+// windows (Gemma 3's local layers) shorter and longer than a prompt chunk.
 void check_attention_prefill(Checker& c) {
   struct Case {
     int64_t D, Hq, Hkv;
   };
-  const auto run = [&](const Case& cs, int64_t past, int64_t n, int64_t n_ctx) {
+  const auto run = [&](const Case& cs, int64_t past, int64_t n, int64_t n_ctx, int window = 0) {
     const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv;
     auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
     auto kn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n)), vn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
@@ -324,17 +325,19 @@ void check_attention_prefill(Checker& c) {
     c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
     const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
                              " past=" + std::to_string(past) + " n=" + std::to_string(n) +
-                             " ctx=" + std::to_string(n_ctx);
+                             " ctx=" + std::to_string(n_ctx) + (window ? " window=" + std::to_string(window) : "");
     c.report("kv_store " + name, c.mismatches_bytes(kc) + c.mismatches_bytes(vc), 0);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     const double tol = n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4;
-    c.cpu().attention(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, y.cpu);
-    c.gpu().attention(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, y.gpu);
+    c.cpu().attention(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, window, y.cpu);
+    c.gpu().attention(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, window, y.gpu);
     c.report("attention " + name, c.rel_err(y), tol);
     auto gate = c.f32({D, Hq, n}, c.randn(D * Hq * n));
     y = c.out({D, Hq, n});
-    c.cpu().attention_gated(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, gate.cpu, y.cpu);
-    c.gpu().attention_gated(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, gate.gpu, y.gpu);
+    c.cpu().attention_gated(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, window, gate.cpu,
+                            y.cpu);
+    c.gpu().attention_gated(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, window, gate.gpu,
+                            y.gpu);
     c.report("attention_gated " + name, c.rel_err(y), tol);
   };
   for (const Case cs : {Case{256, 16, 2}, Case{128, 4, 4}, Case{64, 16, 2}, Case{128, 6, 2}, Case{32, 8, 2}})
@@ -346,6 +349,12 @@ void check_attention_prefill(Checker& c) {
     run(cs, 40000, 1, 40020);
     run(cs, 40000, 3, 40020);
   }
+  // Sliding windows: Gemma 3 270M's shape (window 512) and an odd window, from inside
+  // the first window (past 0) to far past it, decode and prefill.
+  for (const Case cs : {Case{256, 4, 1}, Case{128, 8, 2}})
+    for (int window : {512, 37})
+      for (int64_t past : {0, 300, 3000})
+        for (int64_t n : {1, 5, 100, 1000}) run(cs, past, n, past + n + 13, window);
 
   // One token for each of several sequences (a batched decode step): each its own
   // caches at its own position (shallow and deep ones mixed; 20 sequences take two
@@ -355,6 +364,7 @@ void check_attention_prefill(Checker& c) {
     for (int64_t n : {2, 8, 20}) {
       const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv, n_ctx = 4100;
       const bool gated = D == 256;
+      const int window = gated ? 0 : 100;  // the ungated model's as a local layer's
       std::vector<Checker::Both> kcs, vcs;
       std::vector<Tensor> kc_cpu, vc_cpu, kc_gpu, vc_gpu;
       std::vector<int32_t> positions(n);
@@ -387,13 +397,13 @@ void check_attention_prefill(Checker& c) {
       }
       c.gpu().write(q.gpu, q.cpu.data, q.cpu.nbytes());
       if (gated) {
-        c.cpu().attention_gated(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, gate.cpu, y.cpu);
-        c.gpu().attention_gated(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, gate.gpu, y.gpu);
+        c.cpu().attention_gated(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, window, gate.cpu, y.cpu);
+        c.gpu().attention_gated(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, window, gate.gpu, y.gpu);
       } else {
-        c.cpu().attention(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, y.cpu);
-        c.gpu().attention(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, y.gpu);
+        c.cpu().attention(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, window, y.cpu);
+        c.gpu().attention(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, window, y.gpu);
       }
-      c.report(std::string(gated ? "attention_gated " : "attention ") + name, c.rel_err(y), 1e-4);
+      c.report(std::string(gated ? "attention_gated " : "attention (window 100) ") + name, c.rel_err(y), 1e-4);
     }
 }
 
@@ -542,6 +552,12 @@ void check_ops(Checker& c) {
     y = c.out({d, n});
     c.cpu().swiglu(x.cpu, z.cpu, y.cpu), c.gpu().swiglu(x.gpu, z.gpu, y.gpu);
     c.report("swiglu" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().geglu(x.cpu, z.cpu, y.cpu), c.gpu().geglu(x.gpu, z.gpu, y.gpu);
+    c.report("geglu" + sn, c.rel_err(y), kTol);
+    y = c.out({d, n});
+    c.cpu().scale(x.cpu, 25.298f, y.cpu), c.gpu().scale(x.gpu, 25.298f, y.gpu);
+    c.report("scale" + sn, c.rel_err(y), kTol);
     y = c.out({d, n});
     c.cpu().mul_sigmoid(x.cpu, z.cpu, y.cpu), c.gpu().mul_sigmoid(x.gpu, z.gpu, y.gpu);
     c.report("mul_sigmoid" + sn, c.rel_err(y), kTol);
