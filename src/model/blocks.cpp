@@ -118,6 +118,13 @@ std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const
   return y;
 }
 
+Tensor add_normed_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& b_w, const Tensor& w,
+                           float eps) {
+  Tensor y = be.scratch(DType::F32, {x.ne[0], x.rows()});
+  be.add_normed_rms_norm(x, b, b_w, w, eps, x, y);
+  return y;
+}
+
 Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps) {
   Tensor y = be.scratch(DType::F32, {x.ne[0], x.ne[1], x.ne[2], x.ne[3]});
   be.add_rms_norm(x, b, w, eps, x, y);

@@ -40,6 +40,10 @@ std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const
 // The residual add fused with the norm that follows it: x += b in place, returns
 // rms_norm(x, w) in fresh scratch.
 Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps);
+// The same with b normed first (Gemma's post-norms): x += rms_norm(b, b_w), returns
+// rms_norm(x, w) in fresh scratch.
+Tensor add_normed_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& b_w, const Tensor& w,
+                           float eps);
 
 struct AttentionWeights {
   Tensor q, k, v, o;        // q {d, Hq·D (·2 when gated)}, k/v {d, Hkv·D}, o {Hq·D, d}

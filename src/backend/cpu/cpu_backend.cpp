@@ -446,6 +446,14 @@ class CpuBackend final : public Backend {
     rms_norm(sum, &w, eps, y);
   }
 
+  void add_normed_rms_norm(const Tensor& a, const Tensor& b, const Tensor& b_w, const Tensor& w, float eps,
+                           const Tensor& sum, const Tensor& y) override {
+    std::vector<float> normed(b.n_elements());
+    const Tensor nb = Tensor::make(DType::F32, {b.ne[0], b.rows()}, normed.data());
+    rms_norm(b, &b_w, eps, nb);
+    add_rms_norm(a, nb, w, eps, sum, y);
+  }
+
   void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
                    const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) override {

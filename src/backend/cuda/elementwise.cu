@@ -15,6 +15,7 @@ struct NormParams {
   const float* w;  // {d} or null
   const float* z;  // {d, rows} gate or null
   const float* b;  // {d, rows} added to x first, or null
+  const float* bw; // {d}: with b, b is rms-normed with this weight before the add (or null)
   float* sum;      // {d, rows}: x + b, written when b is set (may alias x or b)
   float* y;
   float eps;
@@ -34,16 +35,30 @@ __device__ __forceinline__ float4 scale4(float4 a, float s, float4 w) {
   return make_float4(a.x * s * w.x, a.y * s * w.y, a.z * s * w.z, a.w * s * w.w);
 }
 
+// The block's sum of v in a fixed order (warp shuffles, then the warps' partials
+// through `warp_part`, which a second reduction must not share).
+__device__ __forceinline__ float block_sum_fixed(float v, float* warp_part, int T) {
+  v = warp_sum(v);
+  if (T > 32) {
+    if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = 0;
+    for (int w = 0; w < T / 32; ++w) v += warp_part[w];
+  }
+  return v;
+}
+
 __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_constant__ NormParams p) {
-  __shared__ float warp_ss[kNormMaxThreads / 32];
+  __shared__ float warp_ss[kNormMaxThreads / 32], warp_ssb[kNormMaxThreads / 32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.d;
   const int n4 = p.d / 4, T = blockDim.x;
-  float4 v[kNormVec4], wv[kNormVec4], zv[kNormVec4];
+  float4 v[kNormVec4], wv[kNormVec4], zv[kNormVec4], bwv[kNormVec4];
   if (p.vec) {
 #pragma unroll
     for (int i = 0; i < kNormVec4; ++i) {
       const int j = threadIdx.x + i * T;
       wv[i] = p.w && j < n4 ? reinterpret_cast<const float4*>(p.w)[j] : make_float4(1, 1, 1, 1);
+      bwv[i] = p.bw && j < n4 ? reinterpret_cast<const float4*>(p.bw)[j] : make_float4(1, 1, 1, 1);
     }
   }
   pdl_begin();
@@ -52,34 +67,44 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
     const float4* x4 = reinterpret_cast<const float4*>(p.x + base);
     const float4* b4 = p.b ? reinterpret_cast<const float4*>(p.b + base) : nullptr;
     const float4* z4 = p.z ? reinterpret_cast<const float4*>(p.z + base) : nullptr;
+    float4 bv[kNormVec4];
 #pragma unroll
     for (int i = 0; i < kNormVec4; ++i) {
       const int j = threadIdx.x + i * T;
       v[i] = j < n4 ? x4[j] : make_float4(0, 0, 0, 0);
-      const float4 bv = b4 && j < n4 ? b4[j] : make_float4(0, 0, 0, 0);
+      bv[i] = b4 && j < n4 ? b4[j] : make_float4(0, 0, 0, 0);
       zv[i] = z4 && j < n4 ? z4[j] : make_float4(0, 0, 0, 0);
-      v[i].x += bv.x, v[i].y += bv.y, v[i].z += bv.z, v[i].w += bv.w;
+    }
+    if (p.bw) {  // b normed before the add
+      float ssb = 0;
+#pragma unroll
+      for (int i = 0; i < kNormVec4; ++i) ssb += bv[i].x * bv[i].x + bv[i].y * bv[i].y + bv[i].z * bv[i].z + bv[i].w * bv[i].w;
+      const float invb = rsqrtf(block_sum_fixed(ssb, warp_ssb, T) / p.d + p.eps);
+#pragma unroll
+      for (int i = 0; i < kNormVec4; ++i) bv[i] = scale4(bv[i], invb, bwv[i]);
     }
 #pragma unroll
     for (int i = 0; i < kNormVec4; ++i) {
       const int j = threadIdx.x + i * T;
+      v[i].x += bv[i].x, v[i].y += bv[i].y, v[i].z += bv[i].z, v[i].w += bv[i].w;
       if (p.b && j < n4) reinterpret_cast<float4*>(p.sum + base)[j] = v[i];
       ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
     }
   } else {
+    float invb = 1;
+    if (p.bw) {
+      float ssb = 0;
+      for (int i = threadIdx.x; i < p.d; i += T) ssb += p.b[base + i] * p.b[base + i];
+      invb = rsqrtf(block_sum_fixed(ssb, warp_ssb, T) / p.d + p.eps);
+      __syncthreads();  // every thread has read b before any sum (which may alias it) is written
+    }
     for (int i = threadIdx.x; i < p.d; i += T) {
       float xv = p.x[base + i];
-      if (p.b) xv += p.b[base + i], p.sum[base + i] = xv;
+      if (p.b) xv += p.bw ? p.b[base + i] * invb * p.bw[i] : p.b[base + i], p.sum[base + i] = xv;
       ss += xv * xv;
     }
   }
-  ss = warp_sum(ss);
-  if (T > 32) {
-    if (threadIdx.x % 32 == 0) warp_ss[threadIdx.x / 32] = ss;
-    __syncthreads();
-    ss = 0;
-    for (int w = 0; w < T / 32; ++w) ss += warp_ss[w];
-  }
+  ss = block_sum_fixed(ss, warp_ss, T);
   const float inv = rsqrtf((p.l2 ? ss : ss / p.d) + p.eps);
   if (p.vec) {
 #pragma unroll
@@ -104,8 +129,8 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
 void launch_row_norm(NormParams p, int64_t rows, cudaStream_t s, const char* name) {
   uintptr_t addr = 0;
   for (const void* q : {static_cast<const void*>(p.x), static_cast<const void*>(p.w), static_cast<const void*>(p.z),
-                        static_cast<const void*>(p.b), static_cast<const void*>(p.sum),
-                        static_cast<const void*>(p.y)})
+                        static_cast<const void*>(p.b), static_cast<const void*>(p.bw),
+                        static_cast<const void*>(p.sum), static_cast<const void*>(p.y)})
     addr |= reinterpret_cast<uintptr_t>(q);
   const int n4 = p.d / 4;
   p.vec = p.d % 4 == 0 && n4 <= kNormMaxThreads * kNormVec4 && addr % 16 == 0;
@@ -264,13 +289,19 @@ __global__ void argmax_pick_kernel(const float* partials, int blocks, int32_t* i
 
 void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
               int64_t rows, cudaStream_t s) {
-  launch_row_norm({x, w, z, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2, false}, rows, s,
-                  "row_norm");
+  launch_row_norm({x, w, z, nullptr, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2, false}, rows,
+                  s, "row_norm");
 }
 
 void add_rms_norm(const float* a, const float* b, const float* w, float eps, float* sum, float* y, int64_t d,
                   int64_t rows, cudaStream_t s) {
-  launch_row_norm({a, w, nullptr, b, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
+  launch_row_norm({a, w, nullptr, b, nullptr, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
+}
+
+void add_normed_rms_norm(const float* a, const float* b, const float* b_w, const float* w, float eps, float* sum,
+                         float* y, int64_t d, int64_t rows, cudaStream_t s) {
+  launch_row_norm({a, w, nullptr, b, b_w, sum, y, eps, static_cast<int>(d), false, false}, rows, s,
+                  "add_normed_rms_norm");
 }
 
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp, cudaStream_t s) {

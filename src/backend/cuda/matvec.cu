@@ -132,7 +132,8 @@ constexpr Lanes lanes_of() {
 
 // One chunk of N tokens' activations for a warp, and the lane's part of the chunk's
 // dot products with K rows. A step is what a lane takes at once: `live` says whether
-// lane's step i lies in the chunk's groups. Generally a step is a group and a lane
+// lane's step i lies in the chunk's `elems` elements (a row's last group may be part
+// of one, in whole blocks). Generally a step is a group and a lane
 // its 8 elements 8·lane .. (lane_weights), decoded once for the K rows' N tokens:
 // token 0's activations stay in registers, the others' are read from L1 once per step
 // for the K rows. One token uses the lane layout its weight type reads fastest.
@@ -142,12 +143,12 @@ struct LaneActs {
   float x[kSteps][8];  // token 0's
   const float* rest;   // N > 1: token t's 8 elements of step i at rest + (t - 1) · in + i · 256
   int in, n;
-  __device__ static bool live(int i, int groups, int /*lane*/) { return i < groups; }
+  __device__ static bool live(int i, int elems, int lane) { return i * 256 + lane * 8 < elems; }
   // Chunk c of token 0's activations (token t at x0 + t · in), and where the others' are.
-  __device__ void load(const float* x0, int in_, int n_, int c, int groups, int lane) {
+  __device__ void load(const float* x0, int in_, int n_, int c, int elems, int lane) {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i)
-      if (live(i, groups, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, x[i]);
+      if (live(i, elems, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, x[i]);
     if constexpr (N > 1) rest = x0 + in_ + c * kSteps * 256 + lane * 8, in = in_, n = n_;
   }
   // acc[k][t] += the lane's part of step i of the chunk in slot s[k] · token t.
@@ -178,12 +179,12 @@ template <DType T>
 struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
   using Base = LaneActs<T, 1, Lanes::kGroups>;
   float xsum[kStageGroups];
-  __device__ void load(const float* x0, int in, int n, int c, int groups, int lane) {
-    Base::load(x0, in, n, c, groups, lane);
+  __device__ void load(const float* x0, int in, int n, int c, int elems, int lane) {
+    Base::load(x0, in, n, c, elems, lane);
 #pragma unroll
     for (int i = 0; i < kStageGroups; ++i) {
       xsum[i] = 0;
-      if (!Base::live(i, groups, lane)) continue;
+      if (!Base::live(i, elems, lane)) continue;
 #pragma unroll
       for (int j = 0; j < 8; ++j) xsum[i] += this->x[i][j];
     }
@@ -213,12 +214,12 @@ template <DType T>
 struct LaneActs<T, 1, Lanes::kRuns16> {
   static constexpr int kSteps = kStageGroups / 2;
   float x[kSteps][16], xsum[kSteps];
-  __device__ static bool live(int i, int groups, int lane) { return 2 * i + lane / 16 < groups; }
-  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int groups, int lane) {
+  __device__ static bool live(int i, int elems, int lane) { return (2 * i + lane / 16) * 256 < elems; }
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int elems, int lane) {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       xsum[i] = 0;
-      if (!live(i, groups, lane)) continue;
+      if (!live(i, elems, lane)) continue;
       const auto* at =
           reinterpret_cast<const float4*>(x0 + (c * kStageGroups + 2 * i + lane / 16) * 256 + (lane % 16) * 16);
 #pragma unroll
@@ -295,35 +296,41 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
 // Up to kMaxDotTokens tokens (n <= N), rows of at most kWarps chunks: each warp of a
 // team holds its chunk of token 0's activations in registers (LaneActs) and takes its
 // rows two at a time (two independent dot products per lane and token), with two more
-// rows in flight.
+// rows in flight. A row that does not start on a 16-byte boundary (stageable) is
+// copied from the boundary below it, and read `shift` bytes into its slot.
 template <DType T, int N>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
-  constexpr int kSlot = stage_bytes<T>(), kGB = bytes_per_256<T>();
+  constexpr int kSlot = stage_bytes<T>(), kChunkElems = kStageGroups * 256;
   static_assert(kStages == 4, "two rows in use and two in flight");
   __shared__ float part[2][2][N][kWarps];  // [row pair parity][row of the pair][token][warp]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n_groups = p.in / 256, team = p.team, member = warp % team, c = member;
+  const int team = p.team, member = warp % team, c = member;
   const int team_id = ((blockIdx.x - p.direct_blocks) * kWarps + warp) / team;
   const int per = (p.staged_rows + p.teams - 1) / p.teams, first = team_id * per;
   const int rows = first < p.staged_rows ? min(per, p.staged_rows - first) : 0;
   // A member past the row's last chunk computes nothing but meets its team.
-  const bool idle = c * kStageGroups >= n_groups;
-  const int groups = idle ? 0 : min(kStageGroups, n_groups - c * kStageGroups);
-  const int bytes = (groups * kGB + 15) / 16 * 16;
+  const bool idle = c * kChunkElems >= p.in;
+  const int elems = idle ? 0 : min(kChunkElems, p.in - c * kChunkElems);
+  const int bytes = elems / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
+  uint32_t shifts = 0;  // each ring slot's row offset from its copy's start, 4 bits a slot
   WarpStream<kStages> stream = warp_stream<T>(smem, warp);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
-    stream.issue(i, fetch.chunk(p, c, kSlot), bytes);
+    const uint8_t* src = fetch.chunk(p, c, kSlot);
+    const uint32_t shift = reinterpret_cast<uintptr_t>(src) % 16, at = 4 * (i % kStages);
+    shifts = (shifts & ~(15u << at)) | shift << at;
+    stream.issue(i, src - shift, (shift + bytes + 15) / 16 * 16);
     fetch.next(p, 1);
   };
+  const auto slot = [&](int i) { return stream.wait(i) + (shifts >> 4 * (i % kStages) & 15); };
   issue(0);
   issue(1);
   pdl_begin();
 
   using Acts = LaneActs<T, N>;
   Acts xa;
-  xa.load(p.x, p.in, p.n, c, groups, lane);
+  xa.load(p.x, p.in, p.n, c, elems, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
     issue(r + 2);
@@ -333,14 +340,14 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     const auto dots = [&]<int K>(const uint8_t* const (&s)[K]) {
 #pragma unroll
       for (int i = 0; i < Acts::kSteps; ++i)
-        if (Acts::live(i, groups, lane)) xa.dots(s, i, lane, sum);
+        if (Acts::live(i, elems, lane)) xa.dots(s, i, lane, sum);
     };
     if (!idle) {
       if (two) {
-        const uint8_t* const s[2] = {stream.wait(r), stream.wait(r + 1)};
+        const uint8_t* const s[2] = {slot(r), slot(r + 1)};
         dots(s);
       } else {
-        const uint8_t* const s[1] = {stream.wait(r)};
+        const uint8_t* const s[1] = {slot(r)};
         dots(s);
       }
       stream.release();
@@ -500,7 +507,7 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
       smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
       static const int resident = resident_blocks<matvec_kernel<T, N>>(32 * kWarps, smem);
       // A warp per chunk of a row (up to kWarps chunks).
-      const int chunks = ceil_div(p.in / 256, kStageGroups);
+      const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;
       while (p.team < chunks && p.team < kWarps) p.team *= 2;
       if (p.team < chunks) p.team = 1;
@@ -569,7 +576,8 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
     int direct_rows = 0;
     for (size_t i = first, jobs = 0; i < w.size() && jobs < kMaxJobs; ++i)
       if (!done[i] && (w[i].type == type || w[i].type == DType::F32)) {
-        const bool staged = w[i].type != DType::F32 && stageable(w[i].data, w[i].row_bytes(), p.in);
+        const bool staged = w[i].type != DType::F32 &&
+                            stageable(w[i].data, w[i].row_bytes(), p.in, type_traits(w[i].type).block_elems);
         if (!staged) direct_rows += static_cast<int>(w[i].rows());
         ++jobs;
       }
@@ -582,7 +590,7 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
       j.y = y[i].as<float>();
       j.rows = static_cast<int>(w[i].rows());
       j.f32 = w[i].type == DType::F32 && type != DType::F32;
-      j.staged = w[i].type != DType::F32 && stageable(j.w, j.row_bytes, p.in);
+      j.staged = w[i].type != DType::F32 && stageable(j.w, j.row_bytes, p.in, type_traits(w[i].type).block_elems);
       if (j.staged) {
         j.first_row = p.staged_rows;
         p.staged_rows += j.rows;

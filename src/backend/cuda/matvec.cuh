@@ -18,10 +18,13 @@ constexpr int bytes_per_256() {
   return Dequant<T>::kBlockBytes * (256 / Dequant<T>::kBlockElems);
 }
 
-// True when rows of `in` elements and row_bytes starting at base can be staged:
-// whole groups, 16-byte aligned rows.
-inline bool stageable(const void* base, size_t row_bytes, int64_t in) {
-  return (reinterpret_cast<uintptr_t>(base) | row_bytes) % 16 == 0 && in % 256 == 0;
+// True when rows of `in` elements (row_bytes each, from base) can be staged by
+// matvec.cu: whole groups in 16-byte aligned rows, or rows of one chunk (under 2048
+// elements) of a type with 32-element blocks, copied from the 16-byte boundary below
+// them (small models: Gemma 3 270M's 640-wide rows are 680 bytes of Q8_0).
+inline bool stageable(const void* base, size_t row_bytes, int64_t in, int64_t block_elems) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  return (row_bytes % 16 == 0 && in % 256 == 0) || (block_elems == 32 && in % 32 == 0 && in < 2048);
 }
 
 __device__ __forceinline__ void load_floats8(const float* p, float (&v)[8]) {

@@ -41,6 +41,14 @@ void check_fused_ops(Checker& c) {
       c.cpu().add_rms_norm(a.cpu, b.cpu, w.cpu, 1e-6f, a.cpu, y.cpu);
       c.gpu().add_rms_norm(a.gpu, b.gpu, w.gpu, 1e-6f, a.gpu, y.gpu);
       c.report("add_rms_norm d=" + std::to_string(d) + sn, std::max(c.rel_err(y), c.rel_err(a)), kTol);
+      // Gemma's form: b normed first (640: Gemma 3 270M's rows).
+      const int64_t dg = d == 256 ? 640 : d;
+      auto ga = c.f32({dg, n}, c.randn(dg * n, 2.0f)), gb = c.f32({dg, n}, c.randn(dg * n, 5.0f));
+      auto gbw = c.f32({dg}, c.randn(dg, 0.1f, 1.0f)), gw = c.f32({dg}, c.randn(dg, 0.1f, 1.0f));
+      auto gy = c.out({dg, n});
+      c.cpu().add_normed_rms_norm(ga.cpu, gb.cpu, gbw.cpu, gw.cpu, 1e-6f, ga.cpu, gy.cpu);
+      c.gpu().add_normed_rms_norm(ga.gpu, gb.gpu, gbw.gpu, gw.gpu, 1e-6f, ga.gpu, gy.gpu);
+      c.report("add_normed_rms_norm d=" + std::to_string(dg) + sn, std::max(c.rel_err(gy), c.rel_err(ga)), kTol);
     }
 
     // gdn_prepare: 4 key heads, 8 value heads of 64, conv kernel 4.
@@ -520,6 +528,35 @@ void check_ops(Checker& c) {
                      " n=" + std::to_string(n),
                  c.rel_err(y), kTol);
       }
+    }
+  }
+
+  // Rows the staged path copies from the 16-byte boundary below them: one chunk of a
+  // type with 32-element blocks whose rows are not whole groups or not 16-byte aligned
+  // (Gemma 3 270M: 640, SmolLM2: 576, Gemma 3 1B: 1152; 1984: the longest such row),
+  // many rows as an LM head has, and a weight beside others of its type in one launch.
+  const std::pair<int64_t, int64_t> shifted_shapes[] = {{640, 4103}, {576, 70}, {1152, 300}, {1984, 33}, {96, 17}};
+  for (DType t : kWeightTypes) {
+    if (type_traits(t).block_elems != 32) continue;
+    for (auto [in, out] : shifted_shapes) {
+      auto w = c.weight(t, {in, out}, 0.03f);
+      for (int64_t n : {1, 2, 3, 5}) {
+        const auto y = c.matmul_fresh(w, n);
+        c.report("matmul " + tname(t) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
+                     " n=" + std::to_string(n),
+                 c.rel_err(y), kTol);
+      }
+    }
+  }
+  {
+    std::vector<Checker::Both> gemma_qkv;
+    for (auto [t, rows] : {std::pair{DType::Q5_0, 1024}, {DType::Q5_0, 256}, {DType::Q8_0, 256}})
+      gemma_qkv.push_back(c.weight(t, {640, rows}, 0.03f));
+    for (int64_t n : {1, 2, 5}) {
+      const auto ys = c.matmul_many(gemma_qkv, c.f32({640, n}, c.randn(640 * n)));
+      double err = 0;
+      for (auto& y : ys) err = std::max(err, c.rel_err(y));
+      c.report("matmul_many (Gemma 3 270M's q, k, v) n=" + std::to_string(n), err, kTol);
     }
   }
 
