@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/fetch_smollm2.sh
+scripts/fetch_gemma3.sh
 
 BUILD_DIR=build-test scripts/build.sh -DZINC_WERROR=ON
 (cd build-test && ctest --output-on-failure -j2)

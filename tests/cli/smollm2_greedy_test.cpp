@@ -10,19 +10,15 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "cli/greedy_golden_util.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "runtime/generator.h"
-#include "sample/sampler.h"
 #include "test_util.h"
 #ifdef ZINC_WITH_TEXT
 #include "text/tokenizer.h"
@@ -30,6 +26,9 @@
 
 namespace zinc {
 namespace {
+
+using test::read_ids;
+using test::read_text;
 
 constexpr int kCases = 6;
 // The bar: greedy output equal to llama.cpp's for kRequiredMatch tokens on at
@@ -41,42 +40,6 @@ constexpr float kNearTie = 0.3f;
 
 std::string model_path() { return test::source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 std::string golden_path(const std::string& name) { return test::source_dir() + "/tests/data/smollm2/" + name; }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-std::vector<int32_t> read_ids(const std::string& path) {
-  std::istringstream in(read_text(path));
-  std::vector<int32_t> ids;
-  for (int32_t id; in >> id;) ids.push_back(id);
-  return ids;
-}
-
-// How many leading entries of a and b agree.
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
-// Greedy continuation of prompt for up to n tokens through the generation loop,
-// stopping early only at the given end-of-generation ids.
-std::vector<int32_t> greedy_generate(Model& model, Backend& backend, const std::vector<int32_t>& prompt, int64_t n,
-                                     std::vector<int32_t> eog_ids = {}) {
-  SequenceState seq = model.new_sequence(static_cast<int64_t>(prompt.size()) + n);
-  SamplerParams greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy);
-  GenerateOptions options;
-  options.max_tokens = n;
-  options.eog_ids = std::move(eog_ids);
-  return generate(model, backend, seq, prompt, sampler, options, [](int32_t) { return true; }).tokens;
-}
 
 class SmolLM2Greedy : public ::testing::Test {
  protected:
@@ -91,41 +54,15 @@ TEST_F(SmolLM2Greedy, AgreesWithLlamaCppUpToNearTies) {
   auto file = gguf::GgufFile::open(model_path());
   auto backend = make_cpu_backend(0);
   auto model = load_model(*file, *backend);
-  const int64_t V = model->n_vocab();
   int long_matches = 0;
   for (int i = 0; i < kCases; ++i) {
     const std::vector<int32_t> prompt = read_ids(golden_path("prompt" + std::to_string(i) + ".ids"));
     const std::vector<int32_t> want = read_ids(golden_path("greedy" + std::to_string(i) + ".ids"));
     ASSERT_GE(want.size(), kRequiredMatch) << "golden " << i << " is too short";
-    const int64_t n_gen = static_cast<int64_t>(want.size());
-
-    // Teacher-forced: logits after the prompt and after each of llama.cpp's tokens.
-    std::vector<int32_t> all = prompt;
-    all.insert(all.end(), want.begin(), want.end() - 1);
-    SequenceState forced = model->new_sequence(static_cast<int64_t>(all.size()));
-    std::vector<float> logits(n_gen * V);
-    backend->read(model->forward(forced, all, n_gen), logits.data(), logits.size() * sizeof(float));
-    size_t first_flip = want.size(), flips = 0;
-    for (int64_t j = 0; j < n_gen; ++j) {
-      const float* row = logits.data() + j * V;
-      const int32_t top = static_cast<int32_t>(std::max_element(row, row + V) - row);
-      if (top == want[j]) continue;
-      ++flips;
-      first_flip = std::min(first_flip, static_cast<size_t>(j));
-      EXPECT_LT(row[top] - row[want[j]], kNearTie)
-          << "prompt " << i << " token " << j << ": zinc prefers " << top << " to llama.cpp's " << want[j]
-          << " by more than 8-bit activation rounding explains";
-    }
-    EXPECT_LE(flips, 2u) << "prompt " << i;
-
-    // Free-running greedy through the generation loop. No end-of-generation ids: a
-    // premature <|im_end|> shows up as a mismatch.
-    const size_t matched = common_prefix(greedy_generate(*model, *backend, prompt, n_gen), want);
-    EXPECT_EQ(matched, first_flip) << "prompt " << i << ": greedy output leaves llama.cpp's before a near-tie";
-    RecordProperty("prompt" + std::to_string(i) + "_matched_tokens", static_cast<int>(matched));
-    std::printf("[ smollm2 ] prompt %d: zinc's greedy output equals llama.cpp's for %zu of %zu tokens%s\n", i, matched,
-                want.size(), matched < want.size() ? ", up to a near-tie" : "");
-    long_matches += matched >= kRequiredMatch;
+    // No end-of-generation ids in the free-running part: a premature <|im_end|>
+    // shows up as a mismatch.
+    long_matches +=
+        test::expect_greedy_matches_golden(*model, *backend, prompt, want, kNearTie, "smollm2", i) >= kRequiredMatch;
   }
   EXPECT_GE(long_matches, kRequiredPrompts);
 }
@@ -159,7 +96,7 @@ TEST_F(SmolLM2Greedy, RunCommandStreamsTheGreedyReply) {
   for (int32_t id = 0; id < tokenizer->n_vocab(); ++id)
     if (tokenizer->is_eog(id)) eog_ids.push_back(id);  // `zinc run` stops there too
   const std::string want_text =
-      tokenizer->decode(greedy_generate(*model, *backend, prompt, kTokens, std::move(eog_ids)));
+      tokenizer->decode(test::greedy_generate(*model, *backend, prompt, kTokens, std::move(eog_ids)));
 
   // The default prompt chunk and chunks of 7 tokens (-u) give the same reply.
   const std::string user = read_text(golden_path("user0.txt"));
