@@ -131,6 +131,18 @@ Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor&
   return y;
 }
 
+SequenceState kv_cache_sequence(Backend& be, int64_t n_layer, int64_t head_dim, int64_t n_head_kv, int64_t n_ctx) {
+  SequenceState s;
+  s.n_ctx = n_ctx;
+  for (int64_t i = 0; i < n_layer; ++i) {
+    LayerState ls;
+    ls.k_cache = be.alloc_persistent(DType::F16, {head_dim, n_head_kv, n_ctx});
+    ls.v_cache = be.alloc_persistent(DType::F16, {head_dim, n_head_kv, n_ctx});
+    s.layers.push_back(ls);
+  }
+  return s;
+}
+
 Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions& opt, const Batch& batch, int layer,
                  const Tensor& x) {
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;

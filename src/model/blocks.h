@@ -45,6 +45,10 @@ Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor&
 Tensor add_normed_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& b_w, const Tensor& w,
                            float eps);
 
+// A sequence of n_ctx positions with an F16 KV cache {head_dim, n_head_kv, n_ctx}
+// per layer (the attention-only architectures).
+SequenceState kv_cache_sequence(Backend& be, int64_t n_layer, int64_t head_dim, int64_t n_head_kv, int64_t n_ctx);
+
 struct AttentionWeights {
   Tensor q, k, v, o;        // q {d, Hq·D (·2 when gated)}, k/v {d, Hkv·D}, o {Hq·D, d}
   Tensor q_norm, k_norm;    // {D} per-head RMSNorm, or empty

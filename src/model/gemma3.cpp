@@ -57,7 +57,7 @@ class Gemma3 final : public Model {
     global.rope.n_rot = static_cast<int>(global.head_dim);
     global.rope.neox = true;
     global.rope.theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 1000000.0));
-    global.rope.freq_scale = linear_rope_scale(f);
+    global.rope.freq_scale = linear_rope_scale(f, "gemma3");  // the global layers only
     global.norm_eps = eps_;
     const float scale_dim = n_layer_ == 62 ? static_cast<float>(n_embd_ / global.n_head)
                                            : static_cast<float>(global.head_dim);
@@ -104,15 +104,7 @@ class Gemma3 final : public Model {
   // Every layer keeps the whole context: the local layers could keep a ring of their
   // window's rows instead (a sixth of the memory at long contexts), not done yet.
   SequenceState new_sequence(int64_t n_ctx) override {
-    SequenceState s;
-    s.n_ctx = n_ctx;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      LayerState ls;
-      ls.k_cache = be_.alloc_persistent(DType::F16, {global_.head_dim, global_.n_head_kv, n_ctx});
-      ls.v_cache = be_.alloc_persistent(DType::F16, {global_.head_dim, global_.n_head_kv, n_ctx});
-      s.layers.push_back(ls);
-    }
-    return s;
+    return blocks::kv_cache_sequence(be_, n_layer_, global_.head_dim, global_.n_head_kv, n_ctx);
   }
 
   Tensor forward_batch(std::span<const SequenceChunk> chunks) override {
@@ -140,15 +132,6 @@ class Gemma3 final : public Model {
   }
 
  private:
-  // Linear position scaling of the global layers from rope.scaling.*; other schemes
-  // would silently give wrong logits at every position, so they are refused.
-  static float linear_rope_scale(const gguf::GgufFile& f) {
-    const std::string type = f.get_string_or("gemma3.rope.scaling.type", "none");
-    if (type == "none") return 1.0f;
-    if (type == "linear") return static_cast<float>(1.0 / f.get_float("gemma3.rope.scaling.factor"));
-    throw std::runtime_error(f.path() + ": rope scaling '" + type + "' is not supported");
-  }
-
   Backend& be_;
   int64_t n_layer_ = 0, n_embd_ = 0, n_vocab_ = 0, n_ctx_train_ = 0;
   float eps_ = 1e-6f;

@@ -51,7 +51,7 @@ class Transformer final : public Model {
     attn_.rope.n_rot = static_cast<int>(f.get_int_or(a + "rope.dimension_count", attn_.head_dim));
     attn_.rope.theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
     attn_.rope.neox = variant_.neox_rope;
-    attn_.rope.freq_scale = linear_rope_scale(f);
+    attn_.rope.freq_scale = linear_rope_scale(f, arch_);
     attn_.norm_eps = eps_;
     if (f.get_int_or(a + "attention.value_length", attn_.head_dim) != attn_.head_dim)
       throw std::runtime_error(f.path() + ": value_length != key_length is not supported");
@@ -105,15 +105,7 @@ class Transformer final : public Model {
   int64_t n_ctx_train() const override { return n_ctx_train_; }
 
   SequenceState new_sequence(int64_t n_ctx) override {
-    SequenceState s;
-    s.n_ctx = n_ctx;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      LayerState ls;
-      ls.k_cache = be_.alloc_persistent(DType::F16, {attn_.head_dim, attn_.n_head_kv, n_ctx});
-      ls.v_cache = be_.alloc_persistent(DType::F16, {attn_.head_dim, attn_.n_head_kv, n_ctx});
-      s.layers.push_back(ls);
-    }
-    return s;
+    return blocks::kv_cache_sequence(be_, n_layer_, attn_.head_dim, attn_.n_head_kv, n_ctx);
   }
 
   Tensor forward_batch(std::span<const SequenceChunk> chunks) override {
@@ -140,16 +132,6 @@ class Transformer final : public Model {
   }
 
  private:
-  // Linear position scaling from rope.scaling.*; other schemes would silently give
-  // wrong logits at every position, so they are refused.
-  float linear_rope_scale(const gguf::GgufFile& f) const {
-    const std::string a = arch_ + ".";
-    const std::string type = f.get_string_or(a + "rope.scaling.type", "none");
-    if (type == "none") return 1.0f;
-    if (type == "linear") return static_cast<float>(1.0 / f.get_float(a + "rope.scaling.factor"));
-    throw std::runtime_error(f.path() + ": rope scaling '" + type + "' is not supported");
-  }
-
   Backend& be_;
   std::string arch_;
   Variant variant_;

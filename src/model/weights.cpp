@@ -13,6 +13,13 @@ std::string dims_string(const std::vector<int64_t>& d) {
 }
 }  // namespace
 
+float linear_rope_scale(const gguf::GgufFile& f, const std::string& arch) {
+  const std::string type = f.get_string_or(arch + ".rope.scaling.type", "none");
+  if (type == "none") return 1.0f;
+  if (type == "linear") return static_cast<float>(1.0 / f.get_float(arch + ".rope.scaling.factor"));
+  throw std::runtime_error(f.path() + ": rope scaling '" + type + "' is not supported");
+}
+
 Tensor WeightLoader::get(const std::string& name, std::initializer_list<int64_t> dims) const {
   const gguf::TensorInfo* info = file_.find_tensor(name);
   if (!info) throw std::runtime_error(file_.path() + ": missing tensor " + name);

@@ -12,6 +12,11 @@
 
 namespace zinc {
 
+// The position scale of RoPE from `<arch>.rope.scaling.*`: 1, or 1/factor for linear
+// scaling; other schemes would silently give wrong logits at every position, so they
+// are refused.
+float linear_rope_scale(const gguf::GgufFile& f, const std::string& arch);
+
 class WeightLoader {
  public:
   WeightLoader(const gguf::GgufFile& file, Backend& backend) : file_(file), backend_(backend) {}
