@@ -2,6 +2,8 @@
 // `qwen3` and `qwen3moe`, tiny configurations for the oracle tests. Each preset
 // mirrors a real family's quirks and mix of block types:
 //   llama tiny          SmolLM2-like: tied embeddings, mostly Q4_1 (SmolLM2's file)
+//   llama smollm2-135m  SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types, random weights:
+//                       a decode benchmark of README's chat model beside llama.cpp
 //   llama tiny-llama3   Llama-3-like: wide GQA, rope_freqs.weight, untied output
 //   qwen3 tiny          Qwen3-0.6B-like: head_dim 128 != embd / heads, tied embeddings
 //   qwen3moe tiny       Qwen3-30B-A3B-like: 8 experts, 2 used, no shared expert
@@ -123,7 +125,13 @@ ModelSpec llama_spec(const Options& opt) {
                             {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_K, DType::Q4_K, DType::Q4_K,
                              DType::Q6_K},
                             opt);
-  unknown_preset("llama", opt.preset, "tiny, tiny-llama3");
+  if (opt.preset == "smollm2-135m")
+    return transformer_spec("llama", opt.preset,
+                            {30, 576, 49152, 8192, 9, 3, 64, 1536, 0, 0, 100000.0f, 1e-5f, true, false},
+                            {DType::Q8_0, DType::Q8_0, DType::Q4_1, DType::Q4_1, DType::Q4_1, DType::Q4_1,
+                             DType::Q4_1},
+                            opt);
+  unknown_preset("llama", opt.preset, "tiny, tiny-llama3, smollm2-135m");
 }
 
 ModelSpec qwen3_spec(const Options& opt) {
