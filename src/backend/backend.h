@@ -146,14 +146,11 @@ class Backend {
   // backend runs that); a device backend saves launches and memory round trips.
   // y[i] = matmul(w[i], x, y[i]) for every i: several projections of one input.
   virtual void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) = 0;
-  // sum = add(a, b) (sum may alias a or b), then y = rms_norm(sum, w, eps).
-  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w, float eps, const Tensor& sum,
-                            const Tensor& y) = 0;
-  // sum = add(a, rms_norm(b, b_w, eps)) (sum may alias a, not b), then y = rms_norm(sum,
-  // w, eps): a sub-block's output normed before the residual add, and the next norm
-  // (Gemma's post-norms).
-  virtual void add_normed_rms_norm(const Tensor& a, const Tensor& b, const Tensor& b_w, const Tensor& w, float eps,
-                                   const Tensor& sum, const Tensor& y) = 0;
+  // sum = add(a, b) (sum may alias a or b), then y = rms_norm(sum, w, eps). With b_norm,
+  // b is rms_norm(b, b_norm, eps) first: a sub-block's output normed before the
+  // residual add (Gemma's post-norms).
+  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_norm, const Tensor& w, float eps,
+                            const Tensor& sum, const Tensor& y) = 0;
   // The Gated DeltaNet input stage: c = causal_conv_silu(qkv {2·Hk·dk + H·dv, n},
   // conv_w, conv_state); q, k {dk, Hk, n} = c's first two Hk·dk columns, each head
   // l2_norm'ed with l2_eps; v {dv, H, n} = the rest; g, beta = gdn_gates(a, b, ...).

@@ -118,16 +118,9 @@ std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const
   return y;
 }
 
-Tensor add_normed_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& b_w, const Tensor& w,
-                           float eps) {
-  Tensor y = be.scratch(DType::F32, {x.ne[0], x.rows()});
-  be.add_normed_rms_norm(x, b, b_w, w, eps, x, y);
-  return y;
-}
-
-Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps) {
+Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps, const Tensor* b_norm) {
   Tensor y = be.scratch(DType::F32, {x.ne[0], x.ne[1], x.ne[2], x.ne[3]});
-  be.add_rms_norm(x, b, w, eps, x, y);
+  be.add_rms_norm(x, b, b_norm, w, eps, x, y);
   return y;
 }
 
@@ -201,16 +194,10 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
   return linear(be, w.out, y.reshape({dv * H, n}));
 }
 
-Tensor swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x) {
-  Tensor g = linear(be, w.gate, x);
-  Tensor u = linear(be, w.up, x);
-  be.swiglu(g, u, g);
-  return linear(be, w.down, g);
-}
-
-Tensor geglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x) {
+Tensor glu_ffn(Backend& be, const FfnWeights& w, const Tensor& x, Glu act) {
   const std::vector<Tensor> gu = linear_many(be, {w.gate, w.up}, x);
-  be.geglu(gu[0], gu[1], gu[0]);
+  if (act == Glu::Silu) be.swiglu(gu[0], gu[1], gu[0]);
+  else be.geglu(gu[0], gu[1], gu[0]);
   return linear(be, w.down, gu[0]);
 }
 

@@ -37,13 +37,11 @@ Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps);
 Tensor add(Backend& be, const Tensor& a, const Tensor& b);
 // y[i] {w[i].ne[1], n} = w[i] · x for each weight, in one backend call (one launch on a GPU).
 std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x);
-// The residual add fused with the norm that follows it: x += b in place, returns
-// rms_norm(x, w) in fresh scratch.
-Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps);
-// The same with b normed first (Gemma's post-norms): x += rms_norm(b, b_w), returns
-// rms_norm(x, w) in fresh scratch.
-Tensor add_normed_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& b_w, const Tensor& w,
-                           float eps);
+// The residual add fused with the norm that follows it: x += b in place (x +=
+// rms_norm(b, *b_norm) with b_norm: Gemma's post-norms), returns rms_norm(x, w) in
+// fresh scratch.
+Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps,
+                    const Tensor* b_norm = nullptr);
 
 // A sequence of n_ctx positions with an F16 KV cache {head_dim, n_head_kv, n_ctx}
 // per layer (the attention-only architectures).
@@ -86,8 +84,9 @@ Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDe
 struct FfnWeights {
   Tensor gate, up, down;    // {d, ff}, {d, ff}, {ff, d}
 };
-Tensor swiglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x);  // down(silu(gate x) · up x)
-Tensor geglu_ffn(Backend& be, const FfnWeights& w, const Tensor& x);   // down(gelu(gate x) · up x)
+// down(act(gate x) · up x): SiLU (SwiGLU: Llama, Qwen) or GELU (GeGLU: Gemma).
+enum class Glu { Silu, Gelu };
+Tensor glu_ffn(Backend& be, const FfnWeights& w, const Tensor& x, Glu act);
 
 struct MoeWeights {
   Tensor router;                  // {d, E}

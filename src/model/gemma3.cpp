@@ -118,11 +118,11 @@ class Gemma3 final : public Model {
       const Layer& L = layers_[il];
       Tensor attn = blocks::attention(be_, L.attn, L.local ? local_ : global_, batch, il, h);
       trace(attn, "attn_out", il);
-      h = blocks::add_normed_rms_norm(be_, x, attn, L.post_attention_norm, L.ffn_norm, eps_);
-      Tensor ffn = blocks::geglu_ffn(be_, L.ffn, h);
+      h = blocks::add_rms_norm(be_, x, attn, L.ffn_norm, eps_, &L.post_attention_norm);
+      Tensor ffn = blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Gelu);
       trace(ffn, "ffn_out", il);
       const Tensor& next_norm = il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_;
-      h = blocks::add_normed_rms_norm(be_, x, ffn, L.post_ffw_norm, next_norm, eps_);
+      h = blocks::add_rms_norm(be_, x, ffn, next_norm, eps_, &L.post_ffw_norm);
       trace(x, "layer_out", il);
     }
     // h is the output norm of every row; the wanted rows go to the LM head.

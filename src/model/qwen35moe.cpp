@@ -131,7 +131,7 @@ class Qwen35 final : public Model {
                                     : blocks::gated_delta_net(be_, L.gdn, gdn_, batch, il, h);
       trace(mix, L.full_attention ? "attn_out" : "gdn_out", il);
       h = blocks::add_rms_norm(be_, x, mix, L.post_attention_norm, eps_);
-      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, h) : blocks::swiglu_ffn(be_, L.ffn, h);
+      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, h) : blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
       h = blocks::add_rms_norm(be_, x, ffn, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_);
       trace(x, "layer_out", il);

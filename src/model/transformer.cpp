@@ -120,7 +120,7 @@ class Transformer final : public Model {
       trace(attn, "attn_out", il);
       x = blocks::add(be_, x, attn);
       h = blocks::rms_norm(be_, x, L.ffn_norm, eps_);
-      Tensor ffn = variant_.moe ? blocks::moe(be_, L.moe, moe_, h) : blocks::swiglu_ffn(be_, L.ffn, h);
+      Tensor ffn = variant_.moe ? blocks::moe(be_, L.moe, moe_, h) : blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
       x = blocks::add(be_, x, ffn);
       trace(x, "layer_out", il);

@@ -440,18 +440,17 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < w.size(); ++i) matmul(w[i], x, y[i]);
   }
 
-  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w, float eps, const Tensor& sum,
-                    const Tensor& y) override {
-    add(a, b, sum);
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_norm, const Tensor& w, float eps,
+                    const Tensor& sum, const Tensor& y) override {
+    std::vector<float> normed(b_norm ? b.n_elements() : 0);
+    if (b_norm) {
+      const Tensor nb = Tensor::make(DType::F32, {b.ne[0], b.rows()}, normed.data());
+      rms_norm(b, b_norm, eps, nb);
+      add(a, nb, sum);
+    } else {
+      add(a, b, sum);
+    }
     rms_norm(sum, &w, eps, y);
-  }
-
-  void add_normed_rms_norm(const Tensor& a, const Tensor& b, const Tensor& b_w, const Tensor& w, float eps,
-                           const Tensor& sum, const Tensor& y) override {
-    std::vector<float> normed(b.n_elements());
-    const Tensor nb = Tensor::make(DType::F32, {b.ne[0], b.rows()}, normed.data());
-    rms_norm(b, &b_w, eps, nb);
-    add_rms_norm(a, nb, w, eps, sum, y);
   }
 
   void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,

@@ -31,7 +31,7 @@ enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
   MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd, GdnCore, AttentionPrepare, AttentionGated,
-  MoeBlock, SampleRows, Geglu, Scale, AddNormedRmsNorm,
+  MoeBlock, SampleRows, Geglu, Scale,
 };
 // For zinc bench --profile: names in OpId order (extend both together).
 const char* op_name(uint64_t id) {
@@ -39,7 +39,7 @@ const char* op_name(uint64_t id) {
       "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
       "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
       "gdn_prepare", "shared_expert_add", "gdn_core", "attention_prepare",
-      "attention_gated", "moe_block", "sample_rows", "geglu", "scale", "add_normed_rms_norm"};
+      "attention_gated", "moe_block", "sample_rows", "geglu", "scale"};
   return id < std::size(names) ? names[id] : "?";
 }
 
@@ -418,27 +418,17 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w, float eps, const Tensor& sum,
-                    const Tensor& y) override {
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_norm, const Tensor& w, float eps,
+                    const Tensor& sum, const Tensor& y) override {
     check_f32(a, "add_rms_norm");
     check(b.n_elements() == a.n_elements() && sum.n_elements() == a.n_elements() && y.n_elements() == a.n_elements(),
           "add_rms_norm", "shapes differ");
     check(w.ne[0] == a.ne[0] && w.type == DType::F32, "add_rms_norm", "weight shape/type");
-    submit(Key(OpId::AddRmsNorm) << a << b << w << eps << sum << y, [=](cudaStream_t s) {
-      cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), w.as<const float>(), eps, sum.as<float>(),
+    check(!b_norm || (b_norm->ne[0] == a.ne[0] && b_norm->type == DType::F32), "add_rms_norm", "b_norm shape/type");
+    const float* bw = b_norm ? b_norm->as<const float>() : nullptr;
+    submit(Key(OpId::AddRmsNorm) << a << b << b_norm << w << eps << sum << y, [=](cudaStream_t s) {
+      cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), bw, w.as<const float>(), eps, sum.as<float>(),
                          y.as<float>(), a.ne[0], a.rows(), s);
-    });
-  }
-  void add_normed_rms_norm(const Tensor& a, const Tensor& b, const Tensor& b_w, const Tensor& w, float eps,
-                           const Tensor& sum, const Tensor& y) override {
-    check_f32(a, "add_normed_rms_norm");
-    check(b.n_elements() == a.n_elements() && sum.n_elements() == a.n_elements() && y.n_elements() == a.n_elements(),
-          "add_normed_rms_norm", "shapes differ");
-    check(w.ne[0] == a.ne[0] && w.type == DType::F32 && b_w.ne[0] == a.ne[0] && b_w.type == DType::F32,
-          "add_normed_rms_norm", "weight shape/type");
-    submit(Key(OpId::AddNormedRmsNorm) << a << b << b_w << w << eps << sum << y, [=](cudaStream_t s) {
-      cuda::add_normed_rms_norm(a.as<const float>(), b.as<const float>(), b_w.as<const float>(), w.as<const float>(),
-                                eps, sum.as<float>(), y.as<float>(), a.ne[0], a.rows(), s);
     });
   }
 

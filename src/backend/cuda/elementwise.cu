@@ -96,7 +96,6 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
       float ssb = 0;
       for (int i = threadIdx.x; i < p.d; i += T) ssb += p.b[base + i] * p.b[base + i];
       invb = rsqrtf(block_sum_fixed(ssb, warp_ssb, T) / p.d + p.eps);
-      __syncthreads();  // every thread has read b before any sum (which may alias it) is written
     }
     for (int i = threadIdx.x; i < p.d; i += T) {
       float xv = p.x[base + i];
@@ -293,15 +292,9 @@ void row_norm(NormKind kind, const float* x, const float* w, const float* z, flo
                   s, "row_norm");
 }
 
-void add_rms_norm(const float* a, const float* b, const float* w, float eps, float* sum, float* y, int64_t d,
-                  int64_t rows, cudaStream_t s) {
-  launch_row_norm({a, w, nullptr, b, nullptr, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
-}
-
-void add_normed_rms_norm(const float* a, const float* b, const float* b_w, const float* w, float eps, float* sum,
-                         float* y, int64_t d, int64_t rows, cudaStream_t s) {
-  launch_row_norm({a, w, nullptr, b, b_w, sum, y, eps, static_cast<int>(d), false, false}, rows, s,
-                  "add_normed_rms_norm");
+void add_rms_norm(const float* a, const float* b, const float* b_w, const float* w, float eps, float* sum, float* y,
+                  int64_t d, int64_t rows, cudaStream_t s) {
+  launch_row_norm({a, w, nullptr, b, b_w, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
 }
 
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp, cudaStream_t s) {
