@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Golden logits for a synthetic llama / qwen3 / qwen3moe / gemma3 GGUF from transformers
-(LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM).
+"""Golden logits for a synthetic llama / qwen3 / qwen3moe / gemma3 / gpt-oss GGUF from
+transformers (LlamaForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM,
+GptOssForCausalLM).
 
 The GGUF is read and dequantized with the `gguf` package (its own numpy codecs, not
 zinc's), llama.cpp's converter changes are undone (the `llama` q/k projection rows are
 permuted so that adjacent-pair RoPE reproduces rotate_half; rope_freqs.weight divides
-each RoPE frequency; Gemma's norm weights were stored + 1), the weights are loaded into
+each RoPE frequency; Gemma's norm weights were stored + 1; GPT-OSS's experts' gate and up were split out of
+one interleaved gate_up projection), the weights are loaded into
 the Hugging Face model, and one full forward pass over a fixed token sequence gives
 the logits at every position.
 
@@ -70,7 +72,7 @@ def read_model(path):
     """The HF config arguments and state dict (numpy) for the GGUF at path."""
     r = gguf.GGUFReader(path)
     arch = str(field(r, "general.architecture"))
-    if arch not in ("llama", "qwen3", "qwen3moe", "gemma3"):
+    if arch not in ("llama", "qwen3", "qwen3moe", "gemma3", "gpt-oss"):
         sys.exit(f"{path}: architecture {arch} is not one this oracle covers")
     a = arch + "."
     n_layer = int(field(r, a + "block_count"))
@@ -85,7 +87,7 @@ def read_model(path):
     if n_rot != D:
         sys.exit("partial rotary dims are not covered")
     scaling = str(field(r, a + "rope.scaling.type", "none"))
-    if scaling != "none" and not (arch == "gemma3" and scaling == "linear"):
+    if scaling != "none" and not (arch == "gemma3" and scaling == "linear") and not (arch == "gpt-oss" and scaling == "yarn"):
         sys.exit(f"rope scaling {scaling} is not covered for {arch}")
     W = load_tensors(r)
     V = W["token_embd.weight"].shape[0]
@@ -116,6 +118,21 @@ def read_model(path):
                                 for i in range(n_layer)],
                    final_logit_softcapping=None, attn_logit_softcapping=None, bos_token_id=None,
                    eos_token_id=None, rope_parameters={"sliding_attention": local, "full_attention": full})
+    elif arch == "gpt-oss":
+        # Layer i local (window) unless (i + 1) is a multiple of the pattern (2); YaRN
+        # without rounding the correction range (truncate=false: gpt-oss-20b's config).
+        window = int(field(r, a + "attention.sliding_window", 0))
+        pattern = int(field(r, a + "attention.sliding_window_pattern", 2))
+        rope = {"rope_type": "yarn", "rope_theta": theta, "factor": float(field(r, a + "rope.scaling.factor")),
+                "original_max_position_embeddings": int(field(r, a + "rope.scaling.original_context_length")),
+                "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False}
+        del cfg["hidden_act"]
+        cfg.update(intermediate_size=int(field(r, a + "expert_feed_forward_length")),
+                   num_local_experts=int(field(r, a + "expert_count")),
+                   num_experts_per_tok=int(field(r, a + "expert_used_count")), attention_bias=True,
+                   sliding_window=window, swiglu_limit=7.0, rope_parameters=rope,
+                   layer_types=["sliding_attention" if window > 0 and (i + 1) % pattern else "full_attention"
+                                for i in range(n_layer)])
     elif arch == "qwen3":
         cfg.update(intermediate_size=int(field(r, a + "feed_forward_length")), use_sliding_window=False,
                    layer_types=["full_attention"] * n_layer)
@@ -141,7 +158,11 @@ def read_model(path):
         b, p = f"blk.{i}.", f"model.layers.{i}."
         s = p + "self_attn."
         q, k = W[b + "attn_q.weight"], W[b + "attn_k.weight"]
-        if arch == "llama":
+        if arch == "gpt-oss":
+            for proj, t in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")):
+                sd[s + proj + ".bias"] = W[b + t + ".bias"]
+            sd[s + "sinks"] = W[b + "attn_sinks.weight"]
+        elif arch == "llama":
             q, k = unpermute(q, Hq), unpermute(k, Hkv)
             if not (np.array_equal(converter_permute(q, Hq), W[b + "attn_q.weight"]) and
                     np.array_equal(converter_permute(k, Hkv), W[b + "attn_k.weight"])):
@@ -158,10 +179,26 @@ def read_model(path):
             sd[p + "post_attention_layernorm.weight"] = norm(b + "post_attention_norm.weight")
             sd[p + "pre_feedforward_layernorm.weight"] = norm(b + "ffn_norm.weight")
             sd[p + "post_feedforward_layernorm.weight"] = norm(b + "post_ffw_norm.weight")
-        else:
+        elif arch != "gpt-oss":
             sd[p + "post_attention_layernorm.weight"] = W[b + "ffn_norm.weight"]
         m = p + "mlp."
-        if arch == "qwen3moe":
+        if arch == "gpt-oss":
+            sd[p + "post_attention_layernorm.weight"] = W[b + "post_attention_norm.weight"]
+            sd[m + "router.weight"] = W[b + "ffn_gate_inp.weight"]
+            sd[m + "router.bias"] = W[b + "ffn_gate_inp.bias"]
+            # HF: gate_up_proj [E, d, 2ff] with gate in the even columns and up in the odd
+            # ones (x @ W); the GGUF has gate and up [E, ff, d] apart, down [E, d, ff].
+            gate, up = W[b + "ffn_gate_exps.weight"], W[b + "ffn_up_exps.weight"]
+            E, ff, dd = gate.shape
+            gate_up = np.empty((E, dd, 2 * ff), dtype=np.float32)
+            gate_up[:, :, 0::2], gate_up[:, :, 1::2] = gate.transpose(0, 2, 1), up.transpose(0, 2, 1)
+            gate_up_bias = np.empty((E, 2 * ff), dtype=np.float32)
+            gate_up_bias[:, 0::2], gate_up_bias[:, 1::2] = W[b + "ffn_gate_exps.bias"], W[b + "ffn_up_exps.bias"]
+            sd[m + "experts.gate_up_proj"] = gate_up
+            sd[m + "experts.gate_up_proj_bias"] = gate_up_bias
+            sd[m + "experts.down_proj"] = W[b + "ffn_down_exps.weight"].transpose(0, 2, 1)
+            sd[m + "experts.down_proj_bias"] = W[b + "ffn_down_exps.bias"]
+        elif arch == "qwen3moe":
             sd[m + "gate.weight"] = W[b + "ffn_gate_inp.weight"]
             # [E, ff, d] each; transformers 5 fuses them as gate_up_proj [E, 2ff, d].
             sd[m + "experts.gate_proj"] = W[b + "ffn_gate_exps.weight"]
@@ -181,7 +218,7 @@ def fit_experts(sd, want):
     for key, value in sd.items():
         if key.endswith("experts.gate_proj") or key.endswith("experts.up_proj"):
             continue
-        if key.endswith("experts.down_proj"):
+        if key.endswith("experts.down_proj") and key[: -len("down_proj")] + "gate_proj" in sd:
             base = key[: -len("down_proj")]
             gate, up = sd[base + "gate_proj"], sd[base + "up_proj"]
             if base + "gate_up_proj" in want:  # fused 3D parameters
@@ -220,9 +257,11 @@ def main():
     cls_name, cfg_name = {"llama": ("LlamaForCausalLM", "LlamaConfig"),
                           "qwen3": ("Qwen3ForCausalLM", "Qwen3Config"),
                           "qwen3moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
-                          "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig")}[arch]
+                          "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig"),
+                          "gpt-oss": ("GptOssForCausalLM", "GptOssConfig")}[arch]
     config = getattr(transformers, cfg_name)(**cfg)
     config._attn_implementation = "eager"
+    config._experts_implementation = "eager"  # the reference loop over experts
     torch.manual_seed(0)
     model = getattr(transformers, cls_name)(config).eval().float()
 

@@ -28,6 +28,25 @@ struct RopeParams {
   const Tensor* freq_factors = nullptr;  // {n_rot/2} divisors of each frequency, or none
 };
 
+// The routed experts of a MoE layer. Expert e maps x {d} to
+//   down_e · glu(gate_e·x + gate_bias_e, up_e·x + up_bias_e) + down_bias_e
+// with glu(g, u) = silu(g)·u (SwiGLU), or with clamp > 0 GPT-OSS's clamped form:
+//   g' = min(g, clamp), u' = max(-clamp, min(u, clamp)), glu = g'·sigmoid(alpha·g')·(u' + 1).
+// The biases are F32, or empty when the model has none.
+struct ExpertWeights {
+  Tensor gate, up, down;                 // {d, ff, E}, {d, ff, E}, {ff, d, E}
+  Tensor gate_bias, up_bias, down_bias;  // {ff, E}, {ff, E}, {d, E}
+  float alpha = 0, clamp = 0;            // clamp 0: SwiGLU
+};
+// Each bias empty, or F32 of its shape above.
+inline bool expert_biases_fit(const ExpertWeights& ex) {
+  const int64_t d = ex.gate.ne[0], ff = ex.gate.ne[1], E = ex.gate.ne[2];
+  const auto fits = [&](const Tensor& b, int64_t rows) {
+    return b.empty() || (b.type == DType::F32 && b.ne[0] == rows && b.n_elements() == rows * E);
+  };
+  return fits(ex.gate_bias, ff) && fits(ex.up_bias, ff) && fits(ex.down_bias, d);
+}
+
 // The per-sequence tensors a fused op takes in pairs (conv and delta states, K and V
 // caches): one pair for one sequence's n tokens, or one per token (n sequences of one
 // token each).
@@ -79,7 +98,7 @@ class Backend {
   // each head at position pos[i] (I32 {n}); see RopeParams.
   virtual void rope(const Tensor& x, const Tensor& pos, const RopeParams& p) = 0;
 
-  // Element-wise, same shapes.
+  // Element-wise, same shapes; or b one row {a.ne[0]} added to every row of a (a bias).
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   // y = silu(gate) * up.
   virtual void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) = 0;
@@ -118,18 +137,19 @@ class Backend {
   // first is 0, or with a sliding window (window > 0: Gemma 3's local layers)
   // max(0, pos[i] - window + 1), the window's last positions. Query head h reads KV
   // head h / (Hq / Hkv). One sequence's caches for all n queries, or one sequence per
-  // query (query i with k_caches[i] and v_caches[i], as n calls).
+  // query (query i with k_caches[i] and v_caches[i], as n calls). With sinks (F32
+  // {Hq}: GPT-OSS), head h's softmax has one more logit, sinks[h], with no value: it
+  // takes its share of the weight and gives nothing.
   virtual void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                         const Tensor& pos, float scale, int window, const Tensor& y) = 0;
+                         const Tensor& pos, float scale, int window, const Tensor* sinks, const Tensor& y) = 0;
 
   // Router: p = softmax(logits {E, n}); the k largest per token into ids (I32 {k, n})
   // and weights ({k, n}), renormalised to sum 1 when `renormalize`.
   virtual void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids,
                          const Tensor& weights) = 0;
-  // y {d, n} = sum over the k chosen experts of weight · down_e(silu(gate_e x) · up_e x).
-  // gate, up {d, ff, E}; down {ff, d, E}.
-  virtual void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down,
-                       const Tensor& ids, const Tensor& weights, const Tensor& y) = 0;
+  // y {d, n} = sum over the k chosen experts of weight · expert_e(x) (ExpertWeights).
+  virtual void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights,
+                       const Tensor& y) = 0;
 
   // ids (I32 {n}) = argmax per row of logits {V, n}.
   virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
@@ -187,15 +207,15 @@ class Backend {
   virtual void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
                                  const Tensor& y) = 0;
   // A whole MoE block from the router's logits {E, n}: moe_route(logits, k, renormalize)
-  // into ids and weights, y = moe_ffn(x, gate, up, down, ids, weights), then, when
+  // into ids and weights, y = moe_ffn(x, experts, ids, weights), then, when
   // `shared` is given, shared_expert_add(shared->g, shared->u, shared->down,
   // shared->gate_logit, y).
   struct SharedExpert {
     Tensor g, u, down;                   // {ff, n}, {ff, n}, {ff, d}
     const Tensor* gate_logit = nullptr;  // {1, n}, or none
   };
-  virtual void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
-                         const Tensor& up, const Tensor& down, const SharedExpert* shared, const Tensor& y) = 0;
+  virtual void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
+                         const SharedExpert* shared, const Tensor& y) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);  // 0: all cores

@@ -44,7 +44,7 @@ void add_gpu_check_command(CLI::App& app) {
       for (auto [arch, preset] : {std::pair{"qwen35moe", "tiny"}, std::pair{"qwen35moe", "tiny2"},
                                   std::pair{"llama", "tiny"}, std::pair{"llama", "tiny-llama3"},
                                   std::pair{"qwen3", "tiny"}, std::pair{"qwen3moe", "tiny"},
-                                  std::pair{"gemma3", "tiny"}})
+                                  std::pair{"gemma3", "tiny"}, std::pair{"gpt-oss", "tiny"}})
         if (args->arch.empty() || args->arch == arch) gpu_check::check_model(c, arch, preset, args->dir);
     std::printf("gpu-check: %d of %d checks failed\n", c.failures(), c.checks());
     if (c.failures() > 0) throw std::runtime_error("gpu-check failed");

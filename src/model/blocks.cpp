@@ -140,6 +140,8 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
                  const Tensor& x) {
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
+  for (const auto& [bias, y] : {std::pair{&w.q_bias, &proj[0]}, std::pair{&w.k_bias, &proj[1]}, std::pair{&w.v_bias, &proj[2]}})
+    if (!bias->empty()) be.add(*y, *bias, *y);
   // With an output gate the projection holds each head's query then its gate.
   const Tensor qp = proj[0].reshape({opt.output_gate ? 2 * D : D, Hq, n});
   const Tensor q = opt.output_gate ? be.scratch(DType::F32, {D, Hq, n}) : qp;
@@ -147,6 +149,7 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
   const Tensor k = proj[1].reshape({D, Hkv, n}), v = proj[2].reshape({D, Hkv, n});
   const Tensor* q_norm = w.q_norm.empty() ? nullptr : &w.q_norm;
   const Tensor* k_norm = w.k_norm.empty() ? nullptr : &w.k_norm;
+  const Tensor* sinks = w.sinks.empty() ? nullptr : &w.sinks;
   Tensor o = be.scratch(DType::F32, {D, Hq, n});
   const float scale = opt.scale > 0 ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
   // The caches of each sequence's tokens: one call for a decode step of several
@@ -156,7 +159,7 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
     be.attention_prepare(qp_s, k_s, v_s, q_norm, k_norm, opt.norm_eps, ps, opt.rope, qs,
                          opt.output_gate ? &gs : nullptr, kc, vc);
     if (opt.output_gate) be.attention_gated(qs, kc, vc, ps, scale, opt.window, gs, os);
-    else be.attention(qs, kc, vc, ps, scale, opt.window, os);
+    else be.attention(qs, kc, vc, ps, scale, opt.window, sinks, os);
   };
   if (one_token_each(batch)) {
     run(qp, k, v, batch.pos, q, gate, o, per_sequence(batch, layer, &LayerState::k_cache),
@@ -169,7 +172,9 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
           std::span(&state.k_cache, 1), std::span(&state.v_cache, 1));
     }
   }
-  return linear(be, w.o, o.reshape({D * Hq, n}));
+  Tensor out = linear(be, w.o, o.reshape({D * Hq, n}));
+  if (!w.o_bias.empty()) be.add(out, w.o_bias, out);
+  return out;
 }
 
 Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDeltaNetOptions& opt,
@@ -210,11 +215,11 @@ Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor
   if (gated) ws.push_back(w.shared_gate);
   const std::vector<Tensor> proj = linear_many(be, ws, x);
   const Tensor& logits = proj[0];  // {E, n}
+  if (!w.router_bias.empty()) be.add(logits, w.router_bias, logits);
   Tensor y = be.scratch(DType::F32, {x.ne[0], n});
   Backend::SharedExpert shared_expert;
   if (shared) shared_expert = {proj[1], proj[2], w.shared.down, gated ? &proj[3] : nullptr};
-  be.moe_block(x, logits, opt.n_used, opt.renormalize, w.gate_exps, w.up_exps, w.down_exps,
-               shared ? &shared_expert : nullptr, y);
+  be.moe_block(x, logits, opt.n_used, opt.renormalize, w.experts, shared ? &shared_expert : nullptr, y);
   return y;
 }
 

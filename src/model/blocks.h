@@ -50,6 +50,8 @@ SequenceState kv_cache_sequence(Backend& be, int64_t n_layer, int64_t head_dim, 
 struct AttentionWeights {
   Tensor q, k, v, o;        // q {d, Hq·D (·2 when gated)}, k/v {d, Hkv·D}, o {Hq·D, d}
   Tensor q_norm, k_norm;    // {D} per-head RMSNorm, or empty
+  Tensor q_bias, k_bias, v_bias, o_bias;  // added after each projection, or empty (GPT-OSS)
+  Tensor sinks;             // {Hq}: attention sinks (backend.h), or empty
 };
 struct AttentionOptions {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
@@ -90,8 +92,8 @@ Tensor glu_ffn(Backend& be, const FfnWeights& w, const Tensor& x, Glu act);
 
 struct MoeWeights {
   Tensor router;                  // {d, E}
-  Tensor gate_exps, up_exps;      // {d, ff, E}
-  Tensor down_exps;               // {ff, d, E}
+  Tensor router_bias;             // {E}, or empty
+  ExpertWeights experts;          // the routed experts (backend.h)
   FfnWeights shared;              // empty when the model has no shared expert
   Tensor shared_gate;             // {d, 1}: sigmoid gate of the shared expert, or empty
 };

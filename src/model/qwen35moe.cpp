@@ -148,9 +148,9 @@ class Qwen35 final : public Model {
     n_expert_used_ = f.get_int(a + "expert_used_count");
     auto name = [&](const char* s) { return WeightLoader::blk(i, s); };
     L.moe.router = w.get(name("ffn_gate_inp.weight"), {n_embd_, E});
-    L.moe.gate_exps = w.get(name("ffn_gate_exps.weight"), {n_embd_, ff, E});
-    L.moe.up_exps = w.get(name("ffn_up_exps.weight"), {n_embd_, ff, E});
-    L.moe.down_exps = w.get(name("ffn_down_exps.weight"), {ff, n_embd_, E});
+    L.moe.experts.gate = w.get(name("ffn_gate_exps.weight"), {n_embd_, ff, E});
+    L.moe.experts.up = w.get(name("ffn_up_exps.weight"), {n_embd_, ff, E});
+    L.moe.experts.down = w.get(name("ffn_down_exps.weight"), {ff, n_embd_, E});
     if (w.has(name("ffn_gate_shexp.weight"))) {
       const int64_t sff = f.get_int(a + "expert_shared_feed_forward_length");
       L.moe.shared = {w.get(name("ffn_gate_shexp.weight"), {n_embd_, sff}),

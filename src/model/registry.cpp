@@ -20,6 +20,7 @@ constexpr Arch kArchitectures[] = {
     {"qwen3", load_qwen3},
     {"qwen3moe", load_qwen3moe},
     {"gemma3", load_gemma3},
+    {"gpt-oss", load_gpt_oss},
 };
 }  // namespace
 

@@ -13,5 +13,6 @@ std::unique_ptr<Model> load_llama(const gguf::GgufFile& file, Backend& backend);
 std::unique_ptr<Model> load_qwen3(const gguf::GgufFile& file, Backend& backend);
 std::unique_ptr<Model> load_qwen3moe(const gguf::GgufFile& file, Backend& backend);
 std::unique_ptr<Model> load_gemma3(const gguf::GgufFile& file, Backend& backend);  // gemma3.cpp
+std::unique_ptr<Model> load_gpt_oss(const gguf::GgufFile& file, Backend& backend);  // gpt_oss.cpp
 
 }  // namespace zinc

@@ -63,8 +63,9 @@ ModelSpec make_spec(const Options& opt) {
   if (opt.arch == "qwen3") return qwen3_spec(opt);
   if (opt.arch == "qwen3moe") return qwen3moe_spec(opt);
   if (opt.arch == "gemma3") return gemma3_spec(opt);
+  if (opt.arch == "gpt-oss") return gpt_oss_spec(opt);
   throw std::invalid_argument("synth: unknown architecture '" + opt.arch +
-                              "' (known: qwen35moe, llama, qwen3, qwen3moe, gemma3)");
+                              "' (known: qwen35moe, llama, qwen3, qwen3moe, gemma3, gpt-oss)");
 }
 
 uint64_t total_bytes(const ModelSpec& spec) {

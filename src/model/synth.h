@@ -58,5 +58,6 @@ ModelSpec llama_spec(const Options& opt);     // synth_transformer.cpp
 ModelSpec qwen3_spec(const Options& opt);     // synth_transformer.cpp
 ModelSpec qwen3moe_spec(const Options& opt);  // synth_transformer.cpp
 ModelSpec gemma3_spec(const Options& opt);    // synth_gemma3.cpp
+ModelSpec gpt_oss_spec(const Options& opt);   // synth_gpt_oss.cpp
 
 }  // namespace zinc::synth

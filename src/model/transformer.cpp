@@ -88,9 +88,9 @@ class Transformer final : public Model {
       if (variant_.moe) {
         const int64_t E = f.get_int(a + "expert_count"), ff = f.get_int(a + "expert_feed_forward_length");
         L.moe.router = w.get(name("ffn_gate_inp.weight"), {n_embd_, E});
-        L.moe.gate_exps = w.get(name("ffn_gate_exps.weight"), {n_embd_, ff, E});
-        L.moe.up_exps = w.get(name("ffn_up_exps.weight"), {n_embd_, ff, E});
-        L.moe.down_exps = w.get(name("ffn_down_exps.weight"), {ff, n_embd_, E});
+        L.moe.experts.gate = w.get(name("ffn_gate_exps.weight"), {n_embd_, ff, E});
+        L.moe.experts.up = w.get(name("ffn_up_exps.weight"), {n_embd_, ff, E});
+        L.moe.experts.down = w.get(name("ffn_down_exps.weight"), {ff, n_embd_, E});
       } else {
         const int64_t ff = f.get_int(a + "feed_forward_length");
         L.ffn = {w.get(name("ffn_gate.weight"), {n_embd_, ff}), w.get(name("ffn_up.weight"), {n_embd_, ff}),

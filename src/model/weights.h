@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "gguf/gguf.h"
@@ -16,6 +17,20 @@ namespace zinc {
 // scaling; other schemes would silently give wrong logits at every position, so they
 // are refused.
 float linear_rope_scale(const gguf::GgufFile& f, const std::string& arch);
+
+// YaRN RoPE scaling from `<arch>.rope.scaling.*` (type "yarn", factor,
+// original_context_length, yarn_beta_fast / yarn_beta_slow defaulting to 32 / 1): the
+// divisor of each of the n_rot/2 frequencies (RopeParams::freq_factors) and the
+// factor `mscale` = 1 + 0.1·ln(factor) by which YaRN multiplies cos and sin, i.e. the
+// attention scores by mscale². The ramp between the extrapolated and the interpolated
+// frequencies runs between the correction dimensions as computed, not rounded out to
+// whole dimensions: OpenAI's gpt-oss reference and Hugging Face with truncate=false
+// (GPT-OSS's config) do that; llama.cpp rounds them (floor / ceil).
+struct YarnScaling {
+  std::vector<float> freq_factors;
+  float mscale = 1;
+};
+YarnScaling yarn_rope_scaling(const gguf::GgufFile& f, const std::string& arch, int n_rot, float theta);
 
 class WeightLoader {
  public:

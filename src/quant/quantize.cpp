@@ -108,6 +108,27 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   }
 }
 
+// MXFP4: the power-of-two scale that brings the block's largest magnitude within the
+// code book's 12 (GGML's doubled e2m1 values), then each value's nearest code.
+void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, x += kBlock32) {
+    float amax = 0;
+    for (int j = 0; j < kBlock32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // e8m0_half(e) = 2^(e - 128); e in [1, 250] as the random blocks use.
+    const int e = amax > 0 ? std::clamp(static_cast<int>(std::ceil(std::log2(amax / 12.0f))) + 128, 1, 250) : 1;
+    const float d = e8m0_half_to_fp32(static_cast<uint8_t>(e));
+    uint8_t q[kBlock32];
+    for (int j = 0; j < kBlock32; ++j) {
+      int best = 0;
+      for (int c = 1; c < 16; ++c)
+        if (std::fabs(x[j] - kMxfp4Values[c] * d) < std::fabs(x[j] - kMxfp4Values[best] * d)) best = c;
+      q[j] = static_cast<uint8_t>(best);
+    }
+    y[b].e = static_cast<uint8_t>(e);
+    pack_nibbles(q, y[b].qs);
+  }
+}
+
 template <uint16_t (*Narrow)(float)>
 void store_halves(const float* x, void* dst, int64_t n) {
   auto* out = static_cast<uint8_t*>(dst);
@@ -138,7 +159,8 @@ bool can_quantize(DType t) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
-    case DType::Q8_K: return true;
+    case DType::Q8_K:
+    case DType::MXFP4: return true;
     default: return false;
   }
 }
@@ -164,6 +186,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: return quantize_q5_k(src, blocks_of<BlockQ5_K>(dst), nb);
     case DType::Q6_K: return quantize_q6_k(src, blocks_of<BlockQ6_K>(dst), nb);
     case DType::Q8_K: return quantize_q8_k(src, blocks_of<BlockQ8_K>(dst), nb);
+    case DType::MXFP4: return quantize_mxfp4(src, blocks_of<BlockMXFP4>(dst), nb);
     default: break;
   }
 }

@@ -1,6 +1,7 @@
 #include "model_test_util.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,12 +15,39 @@
 
 namespace zinc::test {
 
+namespace {
+// What the preset asks for (each tensor's name, type, shape and values' law, and the
+// file's size with its metadata), so that a changed preset never reuses a cached file.
+std::string spec_fingerprint(const synth::ModelSpec& spec) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  const auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001B3ull;
+  };
+  gguf::GgufWriter w;
+  spec.metadata(w);
+  for (const synth::TensorSpec& t : spec.tensors) {
+    w.add_tensor(t.name, t.type, t.dims);
+    mix(t.name.data(), t.name.size());
+    mix(&t.type, sizeof t.type);
+    mix(t.dims.data(), t.dims.size() * sizeof(int64_t));
+    mix(&t.init, sizeof t.init);
+    mix(&t.scale, sizeof t.scale);
+    mix(&t.mean, sizeof t.mean);
+  }
+  const uint64_t bytes = w.total_bytes();
+  mix(&bytes, sizeof bytes);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+}  // namespace
+
 std::string synth_model(const synth::Options& opt, uint64_t seed) {
   static std::mutex mu;
   static std::map<std::string, std::string> made;
   std::string key = opt.arch + "-" + opt.preset + "-" + std::to_string(seed) + "-" +
                     std::to_string(opt.layers.value_or(0)) + "-" + std::to_string(opt.experts.value_or(0)) + "-" +
-                    (opt.type ? std::string(type_name(*opt.type)) : "mixed");
+                    (opt.type ? std::string(type_name(*opt.type)) : "mixed") + "-" + spec_fingerprint(synth::make_spec(opt));
   std::lock_guard<std::mutex> lock(mu);
   auto it = made.find(key);
   if (it != made.end()) return it->second;

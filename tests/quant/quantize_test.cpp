@@ -40,13 +40,14 @@ double relative_rmse(DType t, const std::vector<float>& x, double data_std) {
 // Bounds sit ~15% above what zinc measures on this data (zero-mean gaussian, 64
 // K-quant blocks): f16 0.00021, bf16 0.0017, Q8_0 / Q8_1 0.0054, Q8_K 0.0072 (one
 // scale per 256), Q4_0 0.087, Q4_1 0.079, Q5_0 0.044, Q5_1 0.038, Q4_K 0.072,
-// Q5_K 0.036, Q6_K 0.0175. The K-quants' searched scales beat the 32-element
-// formats of the same width despite sharing 6-bit scales.
+// Q5_K 0.036, Q6_K 0.0175, MXFP4 0.118 (a power-of-two scale and e2m1's eight
+// magnitudes). The K-quants' searched scales beat the 32-element formats of the same
+// width despite sharing 6-bit scales.
 const RoundTripCase kCases[] = {
     {DType::F32, 0.0},     {DType::F16, 0.00025}, {DType::BF16, 0.002}, {DType::Q8_0, 0.0065},
     {DType::Q8_1, 0.0065}, {DType::Q8_K, 0.0085}, {DType::Q4_0, 0.10},  {DType::Q4_1, 0.09},
     {DType::Q5_0, 0.05},   {DType::Q5_1, 0.044},  {DType::Q4_K, 0.082}, {DType::Q5_K, 0.041},
-    {DType::Q6_K, 0.02},
+    {DType::Q6_K, 0.02},   {DType::MXFP4, 0.135},
 };
 
 TEST(QuantRoundTrip, ErrorWithinPerFormatBound) {

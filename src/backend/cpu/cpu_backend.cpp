@@ -233,8 +233,11 @@ class CpuBackend final : public Backend {
   }
 
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
-    check(a.n_elements() == b.n_elements() && a.n_elements() == y.n_elements(), "add", "shapes differ");
-    for (int64_t i = 0; i < y.n_elements(); ++i) y.as<float>()[i] = a.as<const float>()[i] + b.as<const float>()[i];
+    const bool bias = b.n_elements() == a.ne[0] && a.n_elements() != a.ne[0];
+    check((bias || a.n_elements() == b.n_elements()) && a.n_elements() == y.n_elements(), "add", "shapes differ");
+    const int64_t d = a.ne[0];
+    for (int64_t i = 0; i < y.n_elements(); ++i)
+      y.as<float>()[i] = a.as<const float>()[i] + b.as<const float>()[bias ? i % d : i];
   }
 
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
@@ -338,13 +341,14 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                 const Tensor& pos, float scale, int window, const Tensor& y) override {
+                 const Tensor& pos, float scale, int window, const Tensor* sinks, const Tensor& y) override {
     check(one_or_per_token(k_caches, v_caches, q.ne[2]), "attention", "one sequence's caches, or one per token");
     check(window >= 0, "attention", "negative window");
-    if (k_caches.size() == 1) return attention_one(q, k_caches[0], v_caches[0], pos, scale, window, y);
+    check(!sinks || (sinks->type == DType::F32 && sinks->n_elements() == q.ne[1]), "attention", "sinks shape");
+    if (k_caches.size() == 1) return attention_one(q, k_caches[0], v_caches[0], pos, scale, window, sinks, y);
     for (int64_t t = 0; t < q.ne[2]; ++t) {
       const size_t i = static_cast<size_t>(t);
-      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], pos.slice(0, t, 1), scale, window,
+      attention_one(q.slice(2, t, 1), k_caches[i], v_caches[i], pos.slice(0, t, 1), scale, window, sinks,
                     y.slice(2, t, 1));
     }
   }
@@ -372,13 +376,15 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
-               const Tensor& weights, const Tensor& y) override {
+  void moe_ffn(const Tensor& x, const ExpertWeights& ex, const Tensor& ids, const Tensor& weights,
+               const Tensor& y) override {
+    const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
     const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2];
     const int64_t ff = down.ne[0];
     check(gate.ne[0] == d && up.ne[0] == d && gate.ne[1] == ff && up.ne[1] == ff && down.ne[1] == d &&
               up.ne[2] == E && down.ne[2] == E,
           "moe_ffn", "expert shapes");
+    check(expert_biases_fit(ex), "moe_ffn", "expert bias shape");
     check(ids.rows() == n && y.ne[0] == d && y.rows() == n, "moe_ffn", "ids/y shape");
     std::vector<float> out(n * d, 0.0f);
     // Group the tokens by expert so each expert's weights are read once per call.
@@ -401,8 +407,18 @@ class CpuBackend final : public Backend {
       Tensor dt = Tensor::make(DType::F32, {d, m}, de.data());
       matmul(gate.slice(2, e, 1), xt, gt);
       matmul(up.slice(2, e, 1), xt, ut);
-      swiglu(gt, ut, gt);
+      if (!ex.gate_bias.empty()) add(gt, ex.gate_bias.slice(1, e, 1), gt);
+      if (!ex.up_bias.empty()) add(ut, ex.up_bias.slice(1, e, 1), ut);
+      if (ex.clamp > 0) {
+        for (int64_t i = 0; i < m * ff; ++i) {
+          const float g = std::min(ge[i], ex.clamp), u = std::clamp(ue[i], -ex.clamp, ex.clamp);
+          ge[i] = g * sigmoid(ex.alpha * g) * (u + 1.0f);
+        }
+      } else {
+        swiglu(gt, ut, gt);
+      }
       matmul(down.slice(2, e, 1), gt, dt);
+      if (!ex.down_bias.empty()) add(dt, ex.down_bias.slice(1, e, 1), dt);
       for (int64_t i = 0; i < m; ++i) {
         const auto [t, wgt] = routed[e][i];
         for (int64_t c = 0; c < d; ++c) out[t * d + c] += wgt * de[i * d + c];
@@ -491,7 +507,7 @@ class CpuBackend final : public Backend {
   void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
                        const Tensor& pos, float scale, int window, const Tensor& gate, const Tensor& y) override {
     check(gate.n_elements() == y.n_elements(), "attention_gated", "gate shape");
-    attention(q, k_caches, v_caches, pos, scale, window, y);
+    attention(q, k_caches, v_caches, pos, scale, window, nullptr, y);
     mul_sigmoid(y, gate, y);
   }
 
@@ -522,22 +538,22 @@ class CpuBackend final : public Backend {
     add(y, ot, y);
   }
 
-  void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate, const Tensor& up,
-                 const Tensor& down, const SharedExpert* shared, const Tensor& y) override {
+  void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
+                 const SharedExpert* shared, const Tensor& y) override {
     const int64_t n = logits.rows();
     std::vector<int32_t> id_buf(k * n);
     std::vector<float> weight_buf(k * n);
     const Tensor ids = Tensor::make(DType::I32, {k, n}, id_buf.data());
     const Tensor weights = Tensor::make(DType::F32, {k, n}, weight_buf.data());
     moe_route(logits, k, renormalize, ids, weights);
-    moe_ffn(x, gate, up, down, ids, weights, y);
+    moe_ffn(x, experts, ids, weights, y);
     if (shared) shared_expert_add(shared->g, shared->u, shared->down, shared->gate_logit, y);
   }
 
  private:
   // attention for one sequence's queries.
   void attention_one(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& pos, float scale,
-                     int window, const Tensor& y) {
+                     int window, const Tensor* sinks, const Tensor& y) {
     const int64_t D = q.ne[0], Hq = q.ne[1], n = q.ne[2], Hkv = k_cache.ne[1];
     check(k_cache.ne[0] == D && Hq % Hkv == 0 && pos.ne[0] == n, "attention", "shape");
     check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "attention", "the caches are F16");
@@ -574,7 +590,9 @@ class CpuBackend final : public Backend {
           p[s - s0] = dot(qh, kf.data() + (s - lo) * row + kvh * D, D) * scale;
           mx = std::max(mx, p[s - s0]);
         }
-        double sum = 0;
+        const double sink = sinks ? sinks->as<const float>()[h] : -std::numeric_limits<double>::infinity();
+        mx = std::max(mx, sink);
+        double sum = std::exp(sink - mx);  // the sink's share: 0 without one
         for (auto& e : p) sum += (e = std::exp(e - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t s = s0; s < len; ++s) {

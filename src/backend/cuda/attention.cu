@@ -47,6 +47,7 @@ struct AttentionParams {
   const __half* vc;
   const int32_t* pos;  // {n}
   const float* gate;   // {D, Hq, n}: y *= sigmoid(gate), or null
+  const float* sinks;  // {Hq}: one more softmax logit per head with no value, or null
   float* partials;     // {D + 2, splits, Hq, n}: max, sum, then D weighted values
   float* y;            // {D, Hq, n}
   float scale;
@@ -321,7 +322,13 @@ __global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const
     weight[sp] = w;
     l_w += l_sp[u] * w;
   }
-  const float sum = block_sum(l_w, red);  // syncs: weight[] is written
+  float sum = block_sum(l_w, red);  // syncs: weight[] is written
+  float keep = 1;  // the share of the keys' weight a sink leaves
+  if (p.sinks) {
+    const float sink = p.sinks[h], m = fmaxf(mx, sink);
+    keep = __expf(mx - m);
+    sum = sum * keep + __expf(sink - m);
+  }
   float2 acc = make_float2(0, 0);
   if (d < p.D) {
     const float* col = part + 2 + d;
@@ -345,7 +352,7 @@ __global__ void __launch_bounds__(32 * kMergeWarps) attention_merge_kernel(const
   if (warp == 0 && d < p.D) {
     float2 a = acc_sh[0][lane];
     for (int w2 = 1; w2 < kMergeWarps; ++w2) a.x += acc_sh[w2][lane].x, a.y += acc_sh[w2][lane].y;
-    const float inv = 1.0f / sum;
+    const float inv = keep / sum;
     for (int e = 0; e < 2; ++e) {
       const float v = (e == 0 ? a.x : a.y) * inv;
       p.y[at + e] = p.gate ? v * sigmoid(e == 0 ? gate.x : gate.y) : v;
@@ -414,11 +421,11 @@ size_t attention_partials_floats(const AttentionShape& s) {
 
 void attention(const AttentionShape& s, const float* q, const uint16_t* const* k_caches,
                const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, int window,
-               const float* gate, float* partials, float* y, cudaStream_t st) {
+               const float* gate, const float* sinks, float* partials, float* y, cudaStream_t st) {
   if (n_seqs < 1 || n_seqs > kAttentionMaxSeqs || (n_seqs > 1 && n_seqs != s.n_tokens))
     throw std::invalid_argument("cuda attention: one sequence, or one token for each of at most 16");
   AttentionSeqsParams p{};
-  p.q = q, p.pos = pos, p.gate = gate, p.partials = partials, p.y = y, p.scale = scale, p.window = window;
+  p.q = q, p.pos = pos, p.gate = gate, p.sinks = sinks, p.partials = partials, p.y = y, p.scale = scale, p.window = window;
   p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
   p.n = static_cast<int>(s.n_tokens), p.n_ctx = static_cast<int>(s.n_ctx), p.splits = splits_for(s);
   p.head_blocks = head_blocks_for(s);

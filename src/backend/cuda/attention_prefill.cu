@@ -31,6 +31,7 @@ struct PrefillParams {
   const __half* vc;
   const int32_t* pos;  // {n}
   const float* gate;   // {D, Hq, n} or null
+  const float* sinks;  // {Hq} or null: one more softmax logit per head, with no value
   float* y;            // {D, Hq, n}
   float scale;
   int Hq, Hkv, n, n_ctx;
@@ -203,7 +204,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
     if (my_pos[r] < 0) continue;
     const int t = row / G, h = kvh * G + row % G;
     const int64_t at = (static_cast<int64_t>(t) * p.Hq + h) * D;
-    const float inv = 1.0f / l_run[r];
+    float inv = 1.0f / l_run[r];
+    if (p.sinks) {  // in the scores' log2 units, against the row's running maximum
+      const float sink = p.sinks[h] * kLog2e, m = fmaxf(m_run[r], sink);
+      const float keep = exp2f(m_run[r] - m);
+      inv = keep / (l_run[r] * keep + exp2f(sink - m));
+    }
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       float2 o = make_float2(acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
@@ -232,12 +238,14 @@ bool attention_prefill_supported(const AttentionShape& s) {
 }
 
 void attention_prefill(const AttentionShape& s, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       const int32_t* pos, float scale, int window, const float* gate, float* y, cudaStream_t st) {
+                       const int32_t* pos, float scale, int window, const float* gate, const float* sinks, float* y,
+                       cudaStream_t st) {
   const PrefillParams p{q,
                         reinterpret_cast<const __half*>(k_cache),
                         reinterpret_cast<const __half*>(v_cache),
                         pos,
                         gate,
+                        sinks,
                         y,
                         scale,
                         static_cast<int>(s.n_head),

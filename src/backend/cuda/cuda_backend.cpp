@@ -248,9 +248,10 @@ class CudaBackend final : public Backend {
   }
 
   void add(const Tensor& a, const Tensor& b, const Tensor& y) override {
-    check(a.n_elements() == b.n_elements() && a.n_elements() == y.n_elements(), "add", "shapes differ");
+    const bool bias = b.n_elements() == a.ne[0];
+    check((bias || a.n_elements() == b.n_elements()) && a.n_elements() == y.n_elements(), "add", "shapes differ");
     submit(Key(OpId::Add) << a << b << y, [=](cudaStream_t s) {
-      cuda::add(a.as<const float>(), b.as<const float>(), y.as<float>(), y.n_elements(), s);
+      cuda::add(a.as<const float>(), b.as<const float>(), y.as<float>(), y.n_elements(), b.n_elements(), s);
     });
   }
   void swiglu(const Tensor& gate, const Tensor& up, const Tensor& y) override {
@@ -340,8 +341,9 @@ class CudaBackend final : public Backend {
     });
   }
   void attention(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
-                 const Tensor& pos, float scale, int window, const Tensor& y) override {
-    enqueue_attention(OpId::Attention, q, k_caches, v_caches, pos, scale, window, nullptr, y);
+                 const Tensor& pos, float scale, int window, const Tensor* sinks, const Tensor& y) override {
+    check(!sinks || (sinks->type == DType::F32 && sinks->n_elements() == q.ne[1]), "attention", "sinks shape");
+    enqueue_attention(OpId::Attention, q, k_caches, v_caches, pos, scale, window, nullptr, sinks, y);
   }
 
   void moe_route(const Tensor& logits, int k, bool renormalize, const Tensor& ids, const Tensor& weights) override {
@@ -353,23 +355,19 @@ class CudaBackend final : public Backend {
                              s);
            });
   }
-  void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
-               const Tensor& weights, const Tensor& y) override {
-    const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2], ff = down.ne[0];
-    check(gate.ne[0] == d && up.ne[0] == d && gate.ne[1] == ff && up.ne[1] == ff && down.ne[1] == d &&
-              up.ne[2] == E && down.ne[2] == E && d % 8 == 0 && ff % 8 == 0,
-          "moe_ffn", "expert shapes");
+  void moe_ffn(const Tensor& x, const ExpertWeights& ex, const Tensor& ids, const Tensor& weights,
+               const Tensor& y) override {
+    const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = ex.gate.ne[2], ff = ex.down.ne[0];
+    check_experts(ex, d, "moe_ffn");
     check(ids.rows() == n && y.ne[0] == d && y.rows() == n, "moe_ffn", "ids/y shape");
+    const Key key = experts_key(Key(OpId::MoeFfn) << x << ids << weights << y, ex);
     if (n > cuda::kExpertDecodeMaxTokens) {  // batches: experts as grouped tensor-core products
       void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
-      submit(Key(OpId::MoeFfn) << x << gate << up << down << ids << weights << y, [=](cudaStream_t s) {
-        cuda::moe_ffn_grouped(x, gate, up, down, ids, weights, y, scratch, s);
-      });
+      submit(key, [=](cudaStream_t s) { cuda::moe_ffn_grouped(x, ex, ids, weights, y, scratch, s); });
       return;
     }
     float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
-    submit(Key(OpId::MoeFfn) << x << gate << up << down << ids << weights << y,
-           [=](cudaStream_t s) { cuda::moe_ffn(x, gate, up, down, ids, weights, y, act, s); });
+    submit(key, [=](cudaStream_t s) { cuda::moe_ffn(x, ex, ids, weights, y, act, s); });
   }
 
   void argmax(const Tensor& logits, const Tensor& ids) override {
@@ -609,7 +607,7 @@ class CudaBackend final : public Backend {
   void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,
                        const Tensor& pos, float scale, int window, const Tensor& gate, const Tensor& y) override {
     check(gate.n_elements() == y.n_elements() && gate.type == DType::F32, "attention_gated", "gate shape");
-    enqueue_attention(OpId::AttentionGated, q, k_caches, v_caches, pos, scale, window, &gate, y);
+    enqueue_attention(OpId::AttentionGated, q, k_caches, v_caches, pos, scale, window, &gate, nullptr, y);
   }
 
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
@@ -635,26 +633,25 @@ class CudaBackend final : public Backend {
       cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
       cuda::matmul_batched({&down, 1}, act_t, {&out_t, 1}, ab, *dense, s);
       if (gl) cuda::mul_sigmoid(out, gl, out, d * n, d, true, s);
-      cuda::add(y.as<const float>(), out, y.as<float>(), d * n, s);
+      cuda::add(y.as<const float>(), out, y.as<float>(), d * n, d * n, s);
     });
   }
 
-  void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate, const Tensor& up,
-                 const Tensor& down, const SharedExpert* shared, const Tensor& y) override {
+  void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& ex,
+                 const SharedExpert* shared, const Tensor& y) override {
     const int64_t n = x.rows();
     if (n > cuda::kExpertDecodeMaxTokens) {  // batches: the ops one by one
       const Tensor ids = scratch(DType::I32, {k, n}), weights = scratch(DType::F32, {k, n});
       moe_route(logits, k, renormalize, ids, weights);
-      moe_ffn(x, gate, up, down, ids, weights, y);
+      moe_ffn(x, ex, ids, weights, y);
       if (shared) shared_expert_add(shared->g, shared->u, shared->down, shared->gate_logit, y);
       return;
     }
-    const int64_t d = x.ne[0], E = gate.ne[2], ff = down.ne[0];
+    const int64_t d = x.ne[0], E = ex.gate.ne[2], ff = ex.down.ne[0];
     check_f32(logits, "moe_block");
     check(logits.ne[0] == E && logits.rows() == n && k > 0 && k <= E, "moe_block", "logits shape");
-    check(gate.ne[0] == d && up.ne[0] == d && gate.ne[1] == ff && up.ne[1] == ff && down.ne[1] == d &&
-              up.ne[2] == E && down.ne[2] == E && y.ne[0] == d && y.rows() == n,
-          "moe_block", "expert shapes");
+    check_experts(ex, d, "moe_block");
+    check(y.ne[0] == d && y.rows() == n, "moe_block", "y shape");
     if (shared) {
       const int64_t sff = shared->g.ne[0];
       check(shared->g.rows() == n && shared->u.n_elements() == shared->g.n_elements() && shared->down.ne[0] == sff &&
@@ -668,20 +665,32 @@ class CudaBackend final : public Backend {
     if (shared)
       parts = {static_cast<float*>(arena_.take(static_cast<size_t>(d * n * k) * sizeof(float))),
                static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float)))};
-    Key key(OpId::MoeBlock);
-    key << x << logits << int64_t{k} << int64_t{renormalize} << gate << up << down << y;
+    Key key = experts_key(Key(OpId::MoeBlock) << x << logits << int64_t{k} << int64_t{renormalize} << y, ex);
     if (shared) key << shared->g << shared->u << shared->down << shared->gate_logit;
     SharedExpert se;  // its gate logit goes as `gl`
     if (shared) se = {shared->g, shared->u, shared->down, nullptr};
     const float* gl = shared && shared->gate_logit ? shared->gate_logit->as<const float>() : nullptr;
     submit(key, [=](cudaStream_t s) {
       const bool with_shared = !se.down.empty();
-      cuda::moe_ffn_routed(x, logits, k, renormalize, gate, up, down, y, act, with_shared ? &parts : nullptr, s);
+      cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, with_shared ? &parts : nullptr, s);
       if (with_shared) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, &parts, k, s);
     });
   }
 
  private:
+  // The routed experts of moe_ffn / moe_block for inputs of d.
+  static void check_experts(const ExpertWeights& ex, int64_t d, const char* op) {
+    const int64_t E = ex.gate.ne[2], ff = ex.down.ne[0];
+    check(ex.gate.ne[0] == d && ex.up.ne[0] == d && ex.gate.ne[1] == ff && ex.up.ne[1] == ff && ex.down.ne[1] == d &&
+              ex.up.ne[2] == E && ex.down.ne[2] == E && d % 8 == 0 && ff % 8 == 0,
+          op, "expert shapes");
+    check(expert_biases_fit(ex), op, "expert bias shapes");
+  }
+  static Key experts_key(Key key, const ExpertWeights& ex) {
+    key << ex.gate << ex.up << ex.down << ex.gate_bias << ex.up_bias << ex.down_bias << ex.alpha << ex.clamp;
+    return key;
+  }
+
   void* device_alloc(size_t bytes) {
     // Whole 16-byte units: the expert kernels copy rows as the 16-byte chunks covering them.
     void* p = device_malloc(std::max<size_t>((bytes + 15) / 16 * 16, 256),
@@ -690,10 +699,11 @@ class CudaBackend final : public Backend {
     return p;
   }
 
-  // attention / attention_gated (gate null or {D, Hq, n}).
+  // attention / attention_gated (gate null or {D, Hq, n}; sinks null or {Hq}).
   void enqueue_attention(OpId op, const Tensor& q, std::span<const Tensor> k_caches,
                          std::span<const Tensor> v_caches, const Tensor& pos, float scale, int window,
-                         const Tensor* gate, const Tensor& y) {
+                         const Tensor* gate, const Tensor* sinks, const Tensor& y) {
+    const float* sk = sinks ? sinks->as<const float>() : nullptr;
     const int n_seqs = check_caches(k_caches, v_caches, q.ne[2], "attention");
     const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_caches[0].ne[1], q.ne[2], k_caches[0].ne[2]};
     check(k_caches[0].ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
@@ -703,10 +713,12 @@ class CudaBackend final : public Backend {
     if (n_seqs == 1 && cuda::attention_prefill_supported(sh)) {
       const Tensor &k_cache = k_caches[0], &v_cache = v_caches[0];
       const float* g = gate ? gate->as<const float>() : nullptr;
-      submit(Key(op) << q << k_cache << v_cache << pos << scale << int64_t{window} << gate << y, [=](cudaStream_t s) {
-        cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const uint16_t>(), v_cache.as<const uint16_t>(),
-                                pos.as<const int32_t>(), scale, window, g, y.as<float>(), s);
-      });
+      submit(Key(op) << q << k_cache << v_cache << pos << scale << int64_t{window} << gate << sinks << y,
+             [=](cudaStream_t s) {
+               cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const uint16_t>(),
+                                       v_cache.as<const uint16_t>(), pos.as<const int32_t>(), scale, window, g, sk,
+                                       y.as<float>(), s);
+             });
       return;
     }
     check(cuda::attention_split_supported(sh), "attention", "head_dim must be 32, 64, 128 or 256");
@@ -719,12 +731,12 @@ class CudaBackend final : public Backend {
       if (n_seqs > 1) sh_i.n_tokens = m;
       float* partials = static_cast<float*>(arena_.take(cuda::attention_partials_floats(sh_i) * sizeof(float)));
       Key key(op);
-      key << q_i << pos_i << scale << int64_t{window} << (gate ? &gate_i : nullptr) << y_i;
+      key << q_i << pos_i << scale << int64_t{window} << (gate ? &gate_i : nullptr) << sinks << y_i;
       const std::vector<const uint16_t*> kcs = pointers<const uint16_t>(k_caches, first, m, key);
       const std::vector<const uint16_t*> vcs = pointers<const uint16_t>(v_caches, first, m, key);
       submit(key, [=](cudaStream_t s) {
         cuda::attention(sh_i, q_i.as<const float>(), kcs.data(), vcs.data(), static_cast<int>(kcs.size()),
-                        pos_i.as<const int32_t>(), scale, window, g, partials, y_i.as<float>(), s);
+                        pos_i.as<const int32_t>(), scale, window, g, sk, partials, y_i.as<float>(), s);
       });
     });
   }

@@ -162,7 +162,7 @@ __global__ void rope_kernel(const __grid_constant__ RopeKernelParams p) {
   xh[i.y] = a * sn + b * cs;
 }
 
-enum class Binary { Add, Swiglu, Geglu, MulSigmoid, MulSigmoidRow };
+enum class Binary { Add, AddRow, Swiglu, Geglu, MulSigmoid, MulSigmoidRow };
 
 // Gemma's gelu_pytorch_tanh (tanhf, not an approximation of it: the CPU backend's form).
 __device__ __forceinline__ float gelu_tanh(float x) {
@@ -176,6 +176,7 @@ __global__ void binary_kernel(const float* a, const float* b, float* y, int64_t 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if constexpr (Op == Binary::Add) y[i] = a[i] + b[i];
+    if constexpr (Op == Binary::AddRow) y[i] = a[i] + b[i % d];
     if constexpr (Op == Binary::Swiglu) y[i] = silu(a[i]) * b[i];
     if constexpr (Op == Binary::Geglu) y[i] = gelu_tanh(a[i]) * b[i];
     if constexpr (Op == Binary::MulSigmoid) y[i] = a[i] * sigmoid(b[i]);
@@ -313,8 +314,9 @@ void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t
   ZINC_CUDA_LAUNCHED("rope");
 }
 
-void add(const float* a, const float* b, float* y, int64_t count, cudaStream_t s) {
-  launch_binary<Binary::Add>(a, b, y, count, 1, s, "add");
+void add(const float* a, const float* b, float* y, int64_t count, int64_t b_len, cudaStream_t s) {
+  if (b_len < count) launch_binary<Binary::AddRow>(a, b, y, count, b_len, s, "add");
+  else launch_binary<Binary::Add>(a, b, y, count, 1, s, "add");
 }
 void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s) {
   launch_binary<Binary::Swiglu>(gate, up, y, count, 1, s, "swiglu");

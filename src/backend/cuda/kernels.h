@@ -52,7 +52,8 @@ struct RopeArgs {
   const float* freq_factors;
 };
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& p, cudaStream_t s);
-void add(const float* a, const float* b, float* y, int64_t count, cudaStream_t s);
+// y = a + b; b of b_len < count elements is repeated (a bias added to each row).
+void add(const float* a, const float* b, float* y, int64_t count, int64_t b_len, cudaStream_t s);
 void swiglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s);
 void geglu(const float* gate, const float* up, float* y, int64_t count, cudaStream_t s);
 void scale(const float* x, float f, float* y, int64_t count, cudaStream_t s);
@@ -128,30 +129,43 @@ void attention_prepare(const AttentionShape& shape, const float* qp, const float
                        cudaStream_t s);
 // The split-KV form (decode, any token count): head_dim 32, 64, 128 or 256.
 // Needs attention_partials_floats() floats of `partials`; gate {D, Hq, n} or null
-// (y *= sigmoid(gate)); window > 0: each query sees only its last `window` positions
-// (Backend::attention).
+// (y *= sigmoid(gate)); window > 0: each query sees only its last `window` positions;
+// sinks {Hq} or null (Backend::attention).
 bool attention_split_supported(const AttentionShape& shape);
 size_t attention_partials_floats(const AttentionShape& shape);
 void attention(const AttentionShape& shape, const float* q, const uint16_t* const* k_caches,
                const uint16_t* const* v_caches, int n_seqs, const int32_t* pos, float scale, int window,
-               const float* gate, float* partials, float* y, cudaStream_t s);
+               const float* gate, const float* sinks, float* partials, float* y, cudaStream_t s);
 // Prefill form (tiles of queries sharing K/V tiles, tensor cores in f16) for
-// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256; gate and window as above.
+// kAttentionPrefillMinTokens queries and up and head_dim 64, 128 or 256; gate, window and sinks as above.
 // On an H200 at the flagship's shape (F32 caches then) it beat the split-KV kernel
 // from 32 queries at depth 8192 (from 128 at depth 0, where both take a few µs), by
 // 16x at 512 queries.
 inline constexpr int64_t kAttentionPrefillMinTokens = 32;
 bool attention_prefill_supported(const AttentionShape& shape);
 void attention_prefill(const AttentionShape& shape, const float* q, const uint16_t* k_cache, const uint16_t* v_cache,
-                       const int32_t* pos, float scale, int window, const float* gate, float* y, cudaStream_t s);
+                       const int32_t* pos, float scale, int window, const float* gate, const float* sinks, float* y,
+                       cudaStream_t s);
+
+// The routed experts' activation (backend.h's ExpertWeights) with the biases as device
+// pointers (null: none); expert_glu.cuh applies it.
+struct ExpertGlu {
+  const float* gate_bias;  // {ff, E}
+  const float* up_bias;    // {ff, E}
+  float alpha, clamp;      // clamp 0: SwiGLU
+};
+inline ExpertGlu expert_glu_of(const ExpertWeights& ex) {
+  const auto bias = [](const Tensor& b) { return b.empty() ? nullptr : b.as<const float>(); };
+  return {bias(ex.gate_bias), bias(ex.up_bias), ex.alpha, ex.clamp};
+}
 
 // MoE. moe_route: ids/weights {k, n} from logits {E, n}. moe_ffn needs
 // moe_ffn_scratch_floats() floats of `act`.
 void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormalize, int32_t* ids, float* weights,
                cudaStream_t s);
 size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k);
-void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
-             const Tensor& weights, const Tensor& y, float* act, cudaStream_t s);
+void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights, const Tensor& y,
+             float* act, cudaStream_t s);
 // Each chosen expert's down output on its own, for an add that sums them
 // (shared_expert_add): sums {d, k, n} unweighted, weights {k, n}.
 struct ExpertParts {
@@ -161,15 +175,14 @@ struct ExpertParts {
 // moe_route + moe_ffn in two launches for n <= kExpertDecodeMaxTokens: the expert kernels
 // route from the logits {E, n} themselves. Same scratch as moe_ffn. With `parts`,
 // y is left alone and the experts' outputs go there instead.
-void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
-                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, const ExpertParts* parts,
-                    cudaStream_t s);
+void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
+                    const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s);
 // moe_ffn for n > kExpertDecodeMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
 size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
-void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
-                     const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s);
+void moe_ffn_grouped(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights,
+                     const Tensor& y, void* scratch, cudaStream_t s);
 // y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kExpertDecodeMaxTokens;
 // gate_logit {n} may be null (no gate). `inputs_settled`: g, u and gate_logit were
 // written before the previous kernel (moe_ffn_routed's pair), so all but the add into

@@ -1,7 +1,8 @@
 // Mixture of experts for a few tokens (decode), without a host round trip.
 //
 // gate_up: a block takes a run of ff rows of one (token, chosen expert) pair and
-// writes act = silu(gate_e·x)·(up_e·x) for them. down: a block takes a run of output
+// writes act = silu(gate_e·x)·(up_e·x) for them (expert_glu: with biases or GPT-OSS's
+// clamped form as the model has them). down: a block takes a run of output
 // rows of one token and sums its k experts' rows · act in a fixed order, so the
 // result is deterministic and needs no atomics. Both stage their weight rows in
 // shared memory (expert_decode.cuh). With a shared expert, down_part replaces down:
@@ -17,6 +18,7 @@
 // the router's matvec among them. shared_expert_add, after down, reads the shared
 // expert's g and u before its wait on the same grounds.
 #include "backend/cuda/expert_decode.cuh"
+#include "backend/cuda/expert_glu.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace zinc::cuda {
@@ -110,6 +112,7 @@ struct GateUpParams {
   size_t row_bytes, span_slot;
   const float* x;  // {d, n}
   Routing route;
+  ExpertGlu glu;
   float* act;  // {ff, k, n}
   int d, ff, E, k, rows;  // rows: ff rows per block
   bool bulk;              // spans_bulk_copyable(): one bulk copy per span
@@ -201,7 +204,7 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1)
       }
       v[h] = warp_sum(acc[0]);
     }
-    if (lane == 0) act[w] = silu(v[0]) * v[1];
+    if (lane == 0) act[w] = expert_glu(p.glu, static_cast<int64_t>(e) * p.ff + r0 + w, v[0], v[1]);
     return;
   }
 #endif
@@ -215,7 +218,8 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1)
     rows_dot_staged<T, 1>(h * nr, (h + 1) * nr, p.d, 1, 0, row_at, sums);
   }
   __syncthreads();
-  for (int r = threadIdx.x; r < nr; r += blockDim.x) act[r] = silu(sums[r]) * sums[nr + r];
+  for (int r = threadIdx.x; r < nr; r += blockDim.x)
+    act[r] = expert_glu(p.glu, static_cast<int64_t>(e) * p.ff + r0 + r, sums[r], sums[nr + r]);
 }
 
 struct DownParams {
@@ -223,6 +227,7 @@ struct DownParams {
   size_t row_bytes, span_slot;
   Routing route;
   const float* act;  // {ff, k, n}
+  const float* down_bias;  // {d, E}, or null
   float* y;          // {d, n}
   int d, ff, E, k, rows;  // rows: output rows per block
   bool bulk;
@@ -305,7 +310,10 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
   __syncthreads();
   for (int r = threadIdx.x; r < nr; r += blockDim.x) {
     float total = 0;
-    for (int j = 0; j < p.k; ++j) total += weights[j] * sums[j * nr + r];
+    for (int j = 0; j < p.k; ++j) {
+      const int e = ids[j] >= 0 && ids[j] < p.E ? ids[j] : 0;
+      total += weights[j] * (sums[j * nr + r] + (p.down_bias ? p.down_bias[static_cast<int64_t>(e) * p.d + r0 + r] : 0.0f));
+    }
     p.y[static_cast<int64_t>(t) * p.d + r0 + r] = total;
   }
 }
@@ -373,7 +381,9 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __g
       },
       sums);
   __syncthreads();
-  for (int r = threadIdx.x; r < nr; r += blockDim.x) p.parts.sums[static_cast<int64_t>(pair) * p.d + r0 + r] = sums[r];
+  for (int r = threadIdx.x; r < nr; r += blockDim.x)
+    p.parts.sums[static_cast<int64_t>(pair) * p.d + r0 + r] =
+        sums[r] + (p.down_bias ? p.down_bias[e * p.d + r0 + r] : 0.0f);
   if (blockIdx.x == 0 && threadIdx.x == 0) p.parts.weights[pair] = weights[j];
 }
 
@@ -390,8 +400,9 @@ void fit_rows(Params& p, const Smem& smem) {
   }
 }
 
-void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, int k,
-                    const Routing& route, const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s) {
+void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, const Tensor& y, float* act,
+                    const ExpertParts* parts, cudaStream_t s) {
+  const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
   const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
   const int n = static_cast<int>(x.rows());
@@ -411,6 +422,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                  0,
                  x.as<const float>(),
                  route,
+                 expert_glu_of(ex),
                  act,
                  d,
                  ff,
@@ -426,6 +438,7 @@ void launch_experts(const Tensor& x, const Tensor& gate, const Tensor& up, const
                 0,
                 route,
                 act,
+                ex.down_bias.empty() ? nullptr : ex.down_bias.as<const float>(),
                 y.as<float>(),
                 d,
                 ff,
@@ -478,17 +491,15 @@ void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormaliz
 
 size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k) { return static_cast<size_t>(ff * n * k); }
 
-void moe_ffn(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
-             const Tensor& weights, const Tensor& y, float* act, cudaStream_t s) {
-  launch_experts(x, gate, up, down, static_cast<int>(ids.ne[0]),
+void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights, const Tensor& y,
+             float* act, cudaStream_t s) {
+  launch_experts(x, experts, static_cast<int>(ids.ne[0]),
                  Routing{nullptr, ids.as<const int32_t>(), weights.as<const float>(), false}, y, act, nullptr, s);
 }
 
-void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const Tensor& gate,
-                    const Tensor& up, const Tensor& down, const Tensor& y, float* act, const ExpertParts* parts,
-                    cudaStream_t s) {
-  launch_experts(x, gate, up, down, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, parts,
-                 s);
+void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
+                    const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s) {
+  launch_experts(x, experts, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, parts, s);
 }
 
 }  // namespace zinc::cuda

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/expert_glu.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_pipe.cuh"
 #include "backend/cuda/mma_tile.cuh"
@@ -103,6 +104,8 @@ struct GroupedParams {
   const uint8_t* up;
   const uint8_t* down;  // {ff, d, E}
   size_t gate_row_bytes, down_row_bytes;
+  ExpertGlu glu;
+  const float* down_bias;  // {d, E}, or null
   Scratch s;
   int d, ff, E, k;
   int tile;  // tokens per tile
@@ -125,6 +128,10 @@ __device__ bool find_tile(const GroupedParams& p, Tile& t) {
   t.pos0 = p.s.offset[lo] + (tile - p.s.tile_offset[lo]) * p.tile;
   t.count = min(p.tile, p.s.offset[lo + 1] - t.pos0);
   return true;
+}
+
+__device__ __forceinline__ float down_bias_of(const GroupedParams& p, int expert, int row) {
+  return p.down_bias ? p.down_bias[static_cast<int64_t>(expert) * p.d + row] : 0.0f;
 }
 
 // grid (ff / 64, tiles): 64 gate rows and the same 64 up rows of one expert.
@@ -152,7 +159,7 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __
       const int r = mma::acc_row(0, i), tok = mma::acc_token<kTokens>(j, i);
       if (tok < t.count && r < valid)
         static_cast<__nv_bfloat16*>(p.s.act)[static_cast<size_t>(t.pos0 + tok) * p.ff + r0 + r] =
-            __float2bfloat16(silu(acc[0][j][i]) * acc[1][j][i]);
+            __float2bfloat16(expert_glu(p.glu, static_cast<int64_t>(t.expert) * p.ff + r0 + r, acc[0][j][i], acc[1][j][i]));
     }
 }
 
@@ -182,7 +189,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = r0 + mma::acc_row(s, i), tok = mma::acc_token<kTokens>(j, i);
-        if (tok < t.count && r < p.d) p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[s][j][i];
+        if (tok < t.count && r < p.d)
+          p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[s][j][i] + down_bias_of(p, t.expert, r);
       }
 }
 
@@ -219,7 +227,9 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel
       const int tok = pipe::acc_token(nt, h);
       if (tok < t.count && f < p.ff)
         static_cast<__half*>(p.s.act)[static_cast<size_t>(t.pos0 + tok) * p.ff + at] =
-            __float2half_rn(fminf(fmaxf(silu(acc[nt][h]) * acc[nt][2 + h], -kMax), kMax));
+            __float2half_rn(fminf(
+                fmaxf(expert_glu(p.glu, static_cast<int64_t>(t.expert) * p.ff + f, acc[nt][h], acc[nt][2 + h]), -kMax),
+                kMax));
     }
 }
 
@@ -246,7 +256,8 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(co
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = r0 + pipe::acc_row(i), tok = pipe::acc_token(nt, i);
-      if (tok < t.count && r < p.d) p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[nt][i];
+      if (tok < t.count && r < p.d)
+        p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[nt][i] + down_bias_of(p, t.expert, r);
     }
 }
 
@@ -290,8 +301,9 @@ size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, in
   return total;
 }
 
-void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, const Tensor& ids,
-                     const Tensor& weights, const Tensor& y, void* scratch, cudaStream_t s) {
+void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids, const Tensor& weights,
+                     const Tensor& y, void* scratch, cudaStream_t s) {
+  const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
   const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2], ff = down.ne[0], pairs = n * k;
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
   if (E > kMaxExperts) throw std::invalid_argument("cuda moe_ffn: more than 1024 experts");
@@ -300,6 +312,8 @@ void moe_ffn_grouped(const Tensor& x, const Tensor& gate, const Tensor& up, cons
                   static_cast<const uint8_t*>(down.data),
                   gate.row_bytes(),
                   down.row_bytes(),
+                  expert_glu_of(ex),
+                  ex.down_bias.empty() ? nullptr : ex.down_bias.as<const float>(),
                   carve(scratch, d, ff, n, k, E, nullptr),
                   static_cast<int>(d),
                   static_cast<int>(ff),

@@ -17,6 +17,13 @@ namespace zinc::cli::gpu_check {
 namespace {
 
 // The fused ops of backend.h against the CPU backend's compositions.
+// Routed experts without biases, SwiGLU.
+ExpertWeights experts(const Tensor& gate, const Tensor& up, const Tensor& down) {
+  ExpertWeights e;
+  e.gate = gate, e.up = up, e.down = down;
+  return e;
+}
+
 void check_fused_ops(Checker& c) {
   constexpr double kTol = 1e-4;
   // Mixed weight types: one launch takes a type plus the F32 weights, the rest follow.
@@ -129,9 +136,9 @@ void check_fused_ops(Checker& c) {
         const Backend::SharedExpert on_cpu{mg.cpu, mu.cpu, shared_down.cpu, mode == 0 ? &mlogit.cpu : nullptr};
         const Backend::SharedExpert on_gpu{mg.gpu, mu.gpu, shared_down.gpu, mode == 0 ? &mlogit.gpu : nullptr};
         auto my = c.out({m.d, n});
-        c.cpu().moe_block(mx.cpu, ml.cpu, m.k, mode != 1, gate.cpu, up.cpu, down.cpu, mode < 2 ? &on_cpu : nullptr,
+        c.cpu().moe_block(mx.cpu, ml.cpu, m.k, mode != 1, experts(gate.cpu, up.cpu, down.cpu), mode < 2 ? &on_cpu : nullptr,
                           my.cpu);
-        c.gpu().moe_block(mx.gpu, ml.gpu, m.k, mode != 1, gate.gpu, up.gpu, down.gpu, mode < 2 ? &on_gpu : nullptr,
+        c.gpu().moe_block(mx.gpu, ml.gpu, m.k, mode != 1, experts(gate.gpu, up.gpu, down.gpu), mode < 2 ? &on_gpu : nullptr,
                           my.gpu);
         const char* modes[] = {" gated shared", " shared", ""};
         c.report("moe_block d=" + std::to_string(m.d) + " " + tname(m.gate_up) + "/" + tname(m.down) + "/" +
@@ -267,10 +274,53 @@ void check_prefill_ops(Checker& c) {
       c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
       auto mx = c.f32({dm, n}, c.randn(dm * n));
       auto my = c.out({dm, n});
-      c.cpu().moe_ffn(mx.cpu, gate.cpu, up.cpu, down.cpu, ids.cpu, wts.cpu, my.cpu);
-      c.gpu().moe_ffn(mx.gpu, gate.gpu, up.gpu, down.gpu, ids.gpu, wts.gpu, my.gpu);
+      c.cpu().moe_ffn(mx.cpu, experts(gate.cpu, up.cpu, down.cpu), ids.cpu, wts.cpu, my.cpu);
+      c.gpu().moe_ffn(mx.gpu, experts(gate.gpu, up.gpu, down.gpu), ids.gpu, wts.gpu, my.gpu);
       c.report("moe_ffn E=48 skewed " + tname(gu) + "/" + tname(dn) + sn,
                std::max(c.rel_err(my), c.mismatches_i32(ids)), kTensorCoreTol);
+    }
+  }
+}
+
+// GPT-OSS's experts: biases on gate, up and down, the clamped SwiGLU (gate and up
+// values spread past the clamp), gpt-oss-20b's types (MXFP4 experts) and Q8_0 (the
+// pipelined grouped kernels); the decode kernels (moe_block: routed from the logits,
+// with and without a shared expert, whose add takes the parts) and the grouped ones.
+void check_expert_biases(Checker& c) {
+  const int64_t E = 8, kk = 4, dm = 320, ffe = 192;
+  for (DType t : {DType::MXFP4, DType::Q8_0}) {
+    auto gate = c.weight(t, {dm, ffe, E}, 0.5f), up = c.weight(t, {dm, ffe, E}, 0.5f);
+    auto down = c.weight(t, {ffe, dm, E}, 0.09f);
+    auto gb = c.f32({ffe, E}, c.randn(ffe * E, 2.0f)), ub = c.f32({ffe, E}, c.randn(ffe * E, 2.0f));
+    auto db = c.f32({dm, E}, c.randn(dm * E));
+    ExpertWeights on_cpu = experts(gate.cpu, up.cpu, down.cpu), on_gpu = experts(gate.gpu, up.gpu, down.gpu);
+    on_cpu.gate_bias = gb.cpu, on_cpu.up_bias = ub.cpu, on_cpu.down_bias = db.cpu;
+    on_gpu.gate_bias = gb.gpu, on_gpu.up_bias = ub.gpu, on_gpu.down_bias = db.gpu;
+    on_cpu.alpha = on_gpu.alpha = 1.702f;
+    on_cpu.clamp = on_gpu.clamp = 7.0f;
+    for (int64_t n : {1, 3, 8, 9, 64, 300}) {
+      const std::string sn = " " + tname(t) + " n=" + std::to_string(n);
+      auto mx = c.f32({dm, n}, c.randn(dm * n));
+      auto logits = c.f32({E, n}, c.randn(E * n, 2.0f));
+      auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
+      c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu);
+      c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
+      auto my = c.out({dm, n});
+      c.cpu().moe_ffn(mx.cpu, on_cpu, ids.cpu, wts.cpu, my.cpu);
+      c.gpu().moe_ffn(mx.gpu, on_gpu, ids.gpu, wts.gpu, my.gpu);
+      c.report("moe_ffn biases, clamped swiglu" + sn, c.rel_err(my), expert_tol(t, n));
+      if (n > cuda::kExpertDecodeMaxTokens) continue;
+      auto sg = c.f32({ffe, n}, c.randn(ffe * n)), su = c.f32({ffe, n}, c.randn(ffe * n));
+      auto shared_down = c.weight(DType::Q8_0, {ffe, dm}, 0.09f);
+      const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, nullptr};
+      const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, nullptr};
+      for (bool shared : {false, true}) {
+        my = c.out({dm, n});
+        c.cpu().moe_block(mx.cpu, logits.cpu, kk, true, on_cpu, shared ? &se_cpu : nullptr, my.cpu);
+        c.gpu().moe_block(mx.gpu, logits.gpu, kk, true, on_gpu, shared ? &se_gpu : nullptr, my.gpu);
+        c.report(std::string("moe_block biases, clamped swiglu") + (shared ? " shared" : "") + sn, c.rel_err(my),
+                 expert_tol(t, n));
+      }
     }
   }
 }
@@ -321,7 +371,7 @@ void check_attention_prefill(Checker& c) {
   struct Case {
     int64_t D, Hq, Hkv;
   };
-  const auto run = [&](const Case& cs, int64_t past, int64_t n, int64_t n_ctx, int window = 0) {
+  const auto run = [&](const Case& cs, int64_t past, int64_t n, int64_t n_ctx, int window = 0, bool sinks = false) {
     const int64_t D = cs.D, Hq = cs.Hq, Hkv = cs.Hkv;
     auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
     auto kn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n)), vn = c.f32({D, Hkv, n}, c.randn(D * Hkv * n));
@@ -333,13 +383,19 @@ void check_attention_prefill(Checker& c) {
     c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
     const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
                              " past=" + std::to_string(past) + " n=" + std::to_string(n) +
-                             " ctx=" + std::to_string(n_ctx) + (window ? " window=" + std::to_string(window) : "");
+                             " ctx=" + std::to_string(n_ctx) + (window ? " window=" + std::to_string(window) : "") +
+                             (sinks ? " sinks" : "");
     c.report("kv_store " + name, c.mismatches_bytes(kc) + c.mismatches_bytes(vc), 0);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     const double tol = n >= cuda::kAttentionPrefillMinTokens ? kAttentionF16Tol : 1e-4;
-    c.cpu().attention(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, window, y.cpu);
-    c.gpu().attention(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, window, y.gpu);
+    // Sinks from well below the scores to well above them (GPT-OSS's learnt ones).
+    auto sk = c.f32({Hq}, c.randn(Hq, 4.0f));
+    c.cpu().attention(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, window,
+                      sinks ? &sk.cpu : nullptr, y.cpu);
+    c.gpu().attention(q.gpu, std::span(&kc.gpu, 1), std::span(&vc.gpu, 1), pos.gpu, scale, window,
+                      sinks ? &sk.gpu : nullptr, y.gpu);
     c.report("attention " + name, c.rel_err(y), tol);
+    if (sinks) return;
     auto gate = c.f32({D, Hq, n}, c.randn(D * Hq * n));
     y = c.out({D, Hq, n});
     c.cpu().attention_gated(q.cpu, std::span(&kc.cpu, 1), std::span(&vc.cpu, 1), pos.cpu, scale, window, gate.cpu,
@@ -363,6 +419,11 @@ void check_attention_prefill(Checker& c) {
     for (int window : {512, 37})
       for (int64_t past : {0, 300, 3000})
         for (int64_t n : {1, 5, 100, 1000}) run(cs, past, n, past + n + 13, window);
+  // Attention sinks: GPT-OSS's heads (64 of 64 dims over 8 KV heads) on its global and
+  // local (window 128) layers.
+  for (int window : {0, 128})
+    for (int64_t past : {0, 300})
+      for (int64_t n : {1, 5, 100}) run(Case{64, 64, 8}, past, n, past + n + 13, window, true);
 
   // One token for each of several sequences (a batched decode step): each its own
   // caches at its own position (shallow and deep ones mixed; 20 sequences take two
@@ -408,8 +469,8 @@ void check_attention_prefill(Checker& c) {
         c.cpu().attention_gated(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, window, gate.cpu, y.cpu);
         c.gpu().attention_gated(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, window, gate.gpu, y.gpu);
       } else {
-        c.cpu().attention(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, window, y.cpu);
-        c.gpu().attention(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, window, y.gpu);
+        c.cpu().attention(q.cpu, kc_cpu, vc_cpu, pos.cpu, scale, window, nullptr, y.cpu);
+        c.gpu().attention(q.gpu, kc_gpu, vc_gpu, pos.gpu, scale, window, nullptr, y.gpu);
       }
       c.report(std::string(gated ? "attention_gated " : "attention (window 100) ") + name, c.rel_err(y), 1e-4);
     }
@@ -495,6 +556,7 @@ void check_gdn_core(Checker& c) {
 void check_ops(Checker& c) {
   constexpr double kTol = 1e-4;
   check_attention_prefill(c);
+  check_expert_biases(c);
   for (DType t : kWeightTypes) {
     const int64_t in = 512, out = 203;
     auto w = c.weight(t, {in, out}, 0.05f);
@@ -522,10 +584,11 @@ void check_ops(Checker& c) {
   // a type with 32-element blocks whose rows are not whole groups or not 16-byte
   // aligned (Gemma 3 270M: 640, SmolLM2: 576, Gemma 3 1B: 1152; 1984: the longest such
   // row), with as many rows as an LM head, and a weight beside others of its type in
-  // one launch.
-  const std::pair<int64_t, int64_t> staged_shapes[] = {{2048, 67},  {2048, 4103}, {4096, 300}, {3840, 70},
-                                                       {6144, 130}, {18432, 40},  {640, 4103},  {576, 70},
-                                                       {1152, 300}, {1984, 33},   {96, 17}};
+  // one launch; and rows of several chunks copied so, whole chunks included
+  // (gpt-oss-20b: 2880; 4096 + 32; 16384, the longest).
+  const std::pair<int64_t, int64_t> staged_shapes[] = {
+      {2048, 67},  {2048, 4103}, {4096, 300}, {3840, 70}, {6144, 130}, {18432, 40}, {640, 4103},
+      {576, 70},   {1152, 300},  {1984, 33},  {96, 17},   {2880, 4103}, {4128, 70}, {16352, 9}};
   for (DType t : kWeightTypes) {
     for (auto [in, out] : staged_shapes) {
       if (in % type_traits(t).block_elems != 0) continue;
@@ -547,6 +610,16 @@ void check_ops(Checker& c) {
       double err = 0;
       for (auto& y : ys) err = std::max(err, c.rel_err(y));
       c.report("matmul_many (Gemma 3 270M's q, k, v) n=" + std::to_string(n), err, kTol);
+    }
+    // gpt-oss-20b's q, k, v (Q8_0 rows of 2880) and its F32 router beside them.
+    std::vector<Checker::Both> oss;
+    for (auto [t, rows] : {std::pair{DType::Q8_0, 4096}, {DType::Q8_0, 512}, {DType::F32, 32}})
+      oss.push_back(c.weight(t, {2880, rows}, 0.03f));
+    for (int64_t n : {1, 2, 5}) {
+      const auto ys = c.matmul_many(oss, c.f32({2880, n}, c.randn(2880 * n)));
+      double err = 0;
+      for (auto& y : ys) err = std::max(err, c.rel_err(y));
+      c.report("matmul_many (gpt-oss-20b's q, k, v, an F32 weight) n=" + std::to_string(n), err, kTol);
     }
   }
 
@@ -576,6 +649,10 @@ void check_ops(Checker& c) {
     y = c.out({d, n});
     c.cpu().add(x.cpu, z.cpu, y.cpu), c.gpu().add(x.gpu, z.gpu, y.gpu);
     c.report("add" + sn, c.rel_err(y), kTol);
+    auto bias = c.f32({d}, c.randn(d));
+    y = c.out({d, n});
+    c.cpu().add(x.cpu, bias.cpu, y.cpu), c.gpu().add(x.gpu, bias.gpu, y.gpu);
+    c.report("add (a bias per row)" + sn, c.rel_err(y), kTol);
     y = c.out({d, n});
     c.cpu().swiglu(x.cpu, z.cpu, y.cpu), c.gpu().swiglu(x.gpu, z.gpu, y.gpu);
     c.report("swiglu" + sn, c.rel_err(y), kTol);
@@ -670,8 +747,8 @@ void check_ops(Checker& c) {
       auto down = c.weight(dn, {ffe, dm, E}, 0.09f);
       auto mx = c.f32({dm, n}, c.randn(dm * n));
       auto my = c.out({dm, n});
-      c.cpu().moe_ffn(mx.cpu, gate.cpu, up.cpu, down.cpu, ids.cpu, wts.cpu, my.cpu);
-      c.gpu().moe_ffn(mx.gpu, gate.gpu, up.gpu, down.gpu, ids.gpu, wts.gpu, my.gpu);
+      c.cpu().moe_ffn(mx.cpu, experts(gate.cpu, up.cpu, down.cpu), ids.cpu, wts.cpu, my.cpu);
+      c.gpu().moe_ffn(mx.gpu, experts(gate.gpu, up.gpu, down.gpu), ids.gpu, wts.gpu, my.gpu);
       c.report("moe_ffn " + tname(gu) + "/" + tname(dn) + sn, c.rel_err(my), expert_tol(gu, n));
     }
   }

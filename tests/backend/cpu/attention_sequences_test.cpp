@@ -59,7 +59,7 @@ TEST(AttentionSequences, OneTokenEachEqualsACallPerSequence) {
   const Tensor y = be->alloc_persistent(DType::F32, {D, Hq, n}), y_plain = be->alloc_persistent(DType::F32, {D, Hq, n});
   be->attention_prepare(qp, k, v, &q_norm, &k_norm, 1e-6f, pos, rope, q, &gate, kc, vc);
   be->attention_gated(q, kc, vc, pos, scale, 0, gate, y);
-  be->attention(q, kc, vc, pos, scale, 0, y_plain);
+  be->attention(q, kc, vc, pos, scale, 0, nullptr, y_plain);
 
   const Tensor q_ref = be->alloc_persistent(DType::F32, {D, Hq, n});
   const Tensor gate_ref = be->alloc_persistent(DType::F32, {D, Hq, n});
@@ -75,7 +75,7 @@ TEST(AttentionSequences, OneTokenEachEqualsACallPerSequence) {
                           q_ref.slice(2, t, 1), &gate_t, std::span(&kc_ref[i], 1), std::span(&vc_ref[i], 1));
     be->attention_gated(q_ref.slice(2, t, 1), std::span(&kc_ref[i], 1), std::span(&vc_ref[i], 1), pos_t, scale, 0,
                         gate_t, y_ref.slice(2, t, 1));
-    be->attention(q_ref.slice(2, t, 1), std::span(&kc_ref[i], 1), std::span(&vc_ref[i], 1), pos_t, scale, 0,
+    be->attention(q_ref.slice(2, t, 1), std::span(&kc_ref[i], 1), std::span(&vc_ref[i], 1), pos_t, scale, 0, nullptr,
                   y_plain_ref.slice(2, t, 1));
   }
   EXPECT_EQ(bytes(q), bytes(q_ref));

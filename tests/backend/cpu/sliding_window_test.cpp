@@ -42,7 +42,7 @@ TEST(SlidingWindow, AttentionSeesOnlyTheLastWindowPositions) {
     be->write(q, qv.data(), q.nbytes());
     be->write(pos, positions.data(), pos.nbytes());
     Tensor y = be->alloc_persistent(DType::F32, {D, Hq, n});
-    be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 0.3f, window, y);
+    be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 0.3f, window, nullptr, y);
     const std::vector<float> got = read_floats(*be, y);
 
     for (int64_t t = 0; t < n; ++t) {
@@ -56,7 +56,7 @@ TEST(SlidingWindow, AttentionSeesOnlyTheLastWindowPositions) {
       const int32_t last = static_cast<int32_t>(rows - 1);
       be->write(pt, &last, sizeof(last));
       Tensor yt = be->alloc_persistent(DType::F32, {D, Hq, 1});
-      be->attention(qt, std::span(&kw, 1), std::span(&vw, 1), pt, 0.3f, 0, yt);
+      be->attention(qt, std::span(&kw, 1), std::span(&vw, 1), pt, 0.3f, 0, nullptr, yt);
       const std::vector<float> want = read_floats(*be, yt);
       for (int64_t i = 0; i < D * Hq; ++i)
         ASSERT_EQ(got[t * D * Hq + i], want[i]) << "window " << window << " position " << positions[t];
@@ -81,9 +81,9 @@ TEST(SlidingWindow, WindowChangesWhatALateQuerySees) {
   be->write(pos, &p, sizeof(p));
   Tensor full = be->alloc_persistent(DType::F32, {D, 1, 1}), local = be->alloc_persistent(DType::F32, {D, 1, 1}),
          wide = be->alloc_persistent(DType::F32, {D, 1, 1});
-  be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 1.0f, 0, full);
-  be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 1.0f, 4, local);
-  be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 1.0f, 32, wide);  // as wide as the position
+  be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 1.0f, 0, nullptr, full);
+  be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 1.0f, 4, nullptr, local);
+  be->attention(q, std::span(&kc, 1), std::span(&vc, 1), pos, 1.0f, 32, nullptr, wide);  // as wide as the position
   EXPECT_NE(read_floats(*be, full), read_floats(*be, local));
   EXPECT_EQ(read_floats(*be, full), read_floats(*be, wide));
 }

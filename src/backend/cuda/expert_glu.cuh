@@ -1,0 +1,23 @@
+// The routed experts' activation, shared by the decode (moe.cu) and the grouped
+// (moe_grouped.cu) expert kernels.
+#pragma once
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace zinc::cuda {
+
+// glu(g + gate_bias[at], u + up_bias[at]) for at = expert · ff + row (backend.h's
+// ExpertWeights): SwiGLU, or GPT-OSS's clamped form.
+__device__ __forceinline__ float expert_glu(const ExpertGlu& p, int64_t at, float g, float u) {
+  if (p.gate_bias) g += p.gate_bias[at];
+  if (p.up_bias) u += p.up_bias[at];
+  if (p.clamp > 0) {
+    g = fminf(g, p.clamp);
+    u = fmaxf(-p.clamp, fminf(u, p.clamp));
+    return g * sigmoid(p.alpha * g) * (u + 1.0f);
+  }
+  return silu(g) * u;
+}
+
+}  // namespace zinc::cuda
