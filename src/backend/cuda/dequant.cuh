@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "quant/blocks.h"
 #include "quant/types.h"
 
 namespace zinc::cuda {
@@ -80,8 +81,38 @@ __device__ __forceinline__ float e8m0_half(uint8_t e) {
   return __uint_as_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
 }
 
-static __constant__ float kIq4nlTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-static __constant__ float kMxfp4Table[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// A code book of 16 small integers held in four words as value + 128, entry 4i + b in
+// byte b of word i, read with PRMT: a table in constant memory serves a warp's
+// different addresses one at a time, and the lanes' codes differ (gpt-oss-20b's MXFP4
+// experts streamed at 0.14 TB/s so; PERFORMANCE.md, session 28).
+struct CodeBook16 {
+  uint32_t w[4];
+};
+constexpr CodeBook16 code_book(const int8_t (&v)[16]) {
+  CodeBook16 t{};
+  for (int i = 0; i < 16; ++i) t.w[i / 4] |= static_cast<uint32_t>(v[i] + 128) << (8 * (i % 4));
+  return t;
+}
+inline constexpr CodeBook16 kIq4nlBook = code_book(kIq4nlValues), kMxfp4Book = code_book(kMxfp4Values);
+// The entries of four codes at once, one code (0..15) a byte of c: the codes' low three
+// bits as PRMT's four selectors pick from entries 0-7 and from 8-15, bit 3 chooses,
+// and each byte goes under the exponent of 2^23 (code_as_float's trick: no I2F).
+__device__ __forceinline__ void book_values4(const CodeBook16& t, uint32_t c, float* v) {
+  uint32_t s = c & 0x07070707u;
+  s = (s | (s >> 4)) & 0x00FF00FFu;
+  s = (s | (s >> 8)) & 0x0000FFFFu;
+  const uint32_t lo = __byte_perm(t.w[0], t.w[1], s), hi = __byte_perm(t.w[2], t.w[3], s);
+  const uint32_t upper = ((c >> 3) & 0x01010101u) * 0xFFu;
+  const uint32_t b = (lo & ~upper) | (hi & upper);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7540 | i)) - (8388608.0f + 128.0f);
+}
+// The entries of the eight codes of nibble_bytes' q: low nibbles, or high ones.
+__device__ __forceinline__ void book_values8(const CodeBook16& t, uint2 q, bool high, float* v) {
+  const int shift = high ? 4 : 0;
+  book_values4(t, (q.x >> shift) & 0x0F0F0F0Fu, v);
+  book_values4(t, (q.y >> shift) & 0x0F0F0F0Fu, v + 4);
+}
 
 template <DType T> struct Dequant;
 
@@ -180,23 +211,25 @@ template <> struct Dequant<DType::Q5_1> {
 // 32-element blocks of 4-bit indices into a value table (IQ4_NL, MXFP4): elements
 // e..e+7 of the block whose quants start at qs (ALIGN: their byte alignment), scaled by d.
 template <int ALIGN>
-__device__ __forceinline__ void table_nibbles8(const uint8_t* qs, int e, float d, const float* table, float* v) {
-  const uint2 q = nibble_bytes<ALIGN>(qs, e);
+__device__ __forceinline__ void table_nibbles8(const uint8_t* qs, int e, float d, const CodeBook16& book, float* v) {
+  book_values8(book, nibble_bytes<ALIGN>(qs, e), e >= 16, v);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = d * table[nibble_of(q, i, e >= 16)];
+  for (int i = 0; i < 8; ++i) v[i] *= d;
 }
 template <> struct Dequant<DType::IQ4_NL> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    table_nibbles8<2>(b + 2, e0 & 31, half_to_float(load_u16(b)), kIq4nlTable, v);
+    constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
+    table_nibbles8<2>(b + 2, e0 & 31, half_to_float(load_u16(b)), book, v);
   }
 };
 template <> struct Dequant<DType::MXFP4> {
   static constexpr int kBlockElems = 32, kBlockBytes = 17;
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    table_nibbles8<1>(b + 1, e0 & 31, e8m0_half(b[0]), kMxfp4Table, v);
+    constexpr CodeBook16 book = kMxfp4Book;
+    table_nibbles8<1>(b + 1, e0 & 31, e8m0_half(b[0]), book, v);
   }
 };
 
@@ -353,8 +386,10 @@ template <> struct Dequant<DType::IQ4_XS> {
     const int high = (load_u16(b + 2) >> (2 * sub)) & 3;
     const float dl = half_to_float(load_u16(b)) * static_cast<float>((low | (high << 4)) - 32);
     const uint2 q = nibble_bytes<8>(b + 8 + 16 * sub, e & 31);
+    constexpr CodeBook16 book = kIq4nlBook;
+    book_values8(book, q, (e & 31) >= 16, v);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = dl * kIq4nlTable[nibble_of(q, i, (e & 31) >= 16)];
+    for (int i = 0; i < 8; ++i) v[i] *= dl;
   }
 };
 

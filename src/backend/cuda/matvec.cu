@@ -66,6 +66,7 @@ struct MatvecParams {
   int staged_rows;
   int team;   // warps per staged row: a power of two, 1 when a row has more than kWarps chunks
   int teams;  // in the whole grid
+  int slot_bytes;  // a ring slot: a chunk, + 16 when rows that are not 16-byte aligned copy whole chunks
   const float* x;  // {in, n}
   int in, n;
 };
@@ -273,11 +274,16 @@ struct RowCursor {
 
 // Shared memory of the staged blocks: each warp's mbarriers, then its slots.
 template <DType T>
-__device__ __forceinline__ WarpStream<kStages> warp_stream(uint4* smem, int warp) {
-  constexpr int kSlot = stage_bytes<T>();
-  static_assert(kSlot % 16 == 0, "slots 16-byte aligned (bulk copies; lane_weights)");
-  return WarpStream<kStages>(reinterpret_cast<uint8_t*>(smem + kStageBarrierVecs) + warp * kStages * kSlot, kSlot,
-                             reinterpret_cast<uint64_t*>(smem) + warp * kStages);
+__device__ __forceinline__ WarpStream<kStages> warp_stream(uint4* smem, int warp, int slot_bytes) {
+  static_assert(stage_bytes<T>() % 16 == 0, "slots 16-byte aligned (bulk copies; lane_weights)");
+  return WarpStream<kStages>(reinterpret_cast<uint8_t*>(smem + kStageBarrierVecs) + warp * kStages * slot_bytes,
+                             slot_bytes, reinterpret_cast<uint64_t*>(smem) + warp * kStages);
+}
+// A slot's bytes: one chunk of a row, and 16 more where a row that does not start on a
+// 16-byte boundary is copied from the boundary below it in whole chunks.
+template <DType T>
+int slot_bytes_for(bool unaligned_rows) {
+  return stage_bytes<T>() + (unaligned_rows ? 16 : 0);
 }
 
 // A barrier for the team-th group of `threads` threads (teams of 2 or more warps,
@@ -313,7 +319,7 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   const int elems = idle ? 0 : min(kChunkElems, p.in - c * kChunkElems);
   const int bytes = elems / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
   uint32_t shifts = 0;  // each ring slot's row offset from its copy's start, 4 bits a slot
-  WarpStream<kStages> stream = warp_stream<T>(smem, warp);
+  WarpStream<kStages> stream = warp_stream<T>(smem, warp, p.slot_bytes);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
@@ -392,7 +398,7 @@ __device__ __forceinline__ void staged_rows_mem(const MatvecParams& p, uint4* sm
   const int n_groups = p.in / 256, chunks = (n_groups + kStageGroups - 1) / kStageGroups;
   const int first = (blockIdx.x - p.direct_blocks) * kWarps + warp;
   const int items = first < p.staged_rows ? ((p.staged_rows - 1 - first) / p.teams + 1) * chunks : 0;
-  WarpStream<kStages> stream = warp_stream<T>(smem, warp);
+  WarpStream<kStages> stream = warp_stream<T>(smem, warp, p.slot_bytes);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (i >= items) return stream.issue(i, nullptr, 0);
@@ -504,8 +510,10 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
-      smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * stage_bytes<T>() / 16) * 16;
-      static const int resident = resident_blocks<matvec_kernel<T, N>>(32 * kWarps, smem);
+      smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * p.slot_bytes / 16) * 16;
+      // Counted at the padded size: the same for either.
+      static const int resident = resident_blocks<matvec_kernel<T, N>>(
+          32 * kWarps, (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * slot_bytes_for<T>(true) / 16) * 16);
       // A warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;
@@ -601,8 +609,11 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
         p.direct_blocks += ceil_div(j.rows, j.rows_per_block);
       }
     }
+    bool unaligned = false;  // staged rows copied from the 16-byte boundary below them
+    for (int i = 0; i < p.n_jobs; ++i) unaligned = unaligned || (p.jobs[i].staged && p.jobs[i].row_bytes % 16 != 0);
     dispatch_weight_type(type, [&](auto t) {
       constexpr DType T = decltype(t)::value;
+      if constexpr (T != DType::F32) p.slot_bytes = slot_bytes_for<T>(unaligned);
       launch_for_tokens<T>(p, s);
     });
     ZINC_CUDA_LAUNCHED("matvec");

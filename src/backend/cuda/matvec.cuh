@@ -19,12 +19,13 @@ constexpr int bytes_per_256() {
 }
 
 // True when rows of `in` elements (row_bytes each, from base) can be staged by
-// matvec.cu: whole groups in 16-byte aligned rows, or rows of one chunk (under 2048
-// elements) of a type with 32-element blocks, copied from the 16-byte boundary below
-// them (small models: Gemma 3 270M's 640-wide rows are 680 bytes of Q8_0).
+// matvec.cu: whole groups in 16-byte aligned rows, or rows of a type with 32-element
+// blocks of up to 8 chunks (16384 elements: a warp per chunk), copied from the 16-byte
+// boundary below them (Gemma 3 270M's 640-wide rows are 680 bytes of Q8_0,
+// gpt-oss-20b's 2880-wide ones 3060).
 inline bool stageable(const void* base, size_t row_bytes, int64_t in, int64_t block_elems) {
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
-  return (row_bytes % 16 == 0 && in % 256 == 0) || (block_elems == 32 && in % 32 == 0 && in < 2048);
+  return (row_bytes % 16 == 0 && in % 256 == 0) || (block_elems == 32 && in % 32 == 0 && in <= 16384);
 }
 
 __device__ __forceinline__ void load_floats8(const float* p, float (&v)[8]) {
