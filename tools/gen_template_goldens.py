@@ -166,6 +166,93 @@ CONVERSATIONS = {
     "empty_messages": [],
 }
 
+# Tools whose schemas reach every branch of gpt-oss's TypeScript-style tool rendering
+# (arrays of each kind, type lists, oneOf, enums, nullables, nested objects, defaults).
+SCHEMA_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "plan_trip",
+            "description": "Plan a trip",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "cities": {"type": "array", "items": {"type": "string"}, "description": "Cities in order"},
+                    "budgets": {"type": "array", "items": {"type": "number"}, "nullable": True},
+                    "nights": {"type": "array", "items": {"type": "integer"}},
+                    "flags": {"type": "array", "items": {"type": "boolean"}},
+                    "legs": {"type": "array", "items": {"type": "object", "properties": {"from": {"type": "string"}, "to": {"type": "string"}}, "required": ["from"]}},
+                    "grid": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+                    "anything": {"type": "array"},
+                    "id": {"type": ["string", "integer"]},
+                    "single": {"type": ["string"]},
+                    "mode": {"oneOf": [{"type": "string", "description": "a name"}, {"type": "number", "default": 1.5}], "default": "auto"},
+                    "shape": {"oneOf": [{"type": "object"}, {"type": "string"}]},
+                    "units": {"type": "string", "enum": ["metric", "imperial"], "default": "metric"},
+                    "note": {"type": "string", "nullable": True},
+                    "limit": {"type": "integer", "default": 10},
+                    "strict": {"type": "boolean", "default": False},
+                    "options": {"type": "object", "properties": {"pets": {"type": "boolean"}, "seats": {"type": "integer"}}, "required": ["seats"]},
+                    "extra": {"type": "object"},
+                    "blob": {"description": "no type at all"},
+                },
+                "required": ["cities", "id"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "now", "description": "The current time", "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "function": {"name": "ping", "description": "Ping"}},
+]
+
+# OpenAI harmony (gpt-oss): reasoning travels in "thinking"; a tool call's reasoning
+# is kept only until a later final answer; channel tags in content are refused.
+HARMONY_CONVERSATIONS = {
+    "thinking_in_history": [
+        SYSTEM,
+        {"role": "user", "content": "Pick a number."},
+        {"role": "assistant", "content": "7", "thinking": "The user wants any number."},
+        {"role": "user", "content": "Why?"},
+        {"role": "assistant", "content": "It is my favourite.", "thinking": "Explain the choice."},
+    ],
+    "tool_call_with_thinking": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "thinking": "I should call the tool.", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+        {"role": "tool", "content": "snow, -3 °C"},
+    ],
+    "tool_call_then_final": [
+        {"role": "user", "content": "Weather in Rome?"},
+        {"role": "assistant", "content": "Calling the weather tool.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome", "days": 2}}}]},
+        {"role": "tool", "content": "{\"sky\": \"clear\"}"},
+        {"role": "assistant", "content": "Clear skies in Rome.", "thinking": "Summarise."},
+        {"role": "user", "content": "And tomorrow?"},
+    ],
+    "tool_call_without_function_wrapper": [
+        {"role": "user", "content": "Ping it"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "ping", "arguments": "{\"host\": \"example.org\"}", "content_type": "json"}]},
+        {"role": "tool", "content": "pong"},
+    ],
+    "channel_tags_in_content": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "<|channel|>final<|message|>Hello"},
+    ],
+    "thinking_and_content_with_tool_call": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "a", "thinking": "b", "tool_calls": [{"type": "function", "function": {"name": "ping", "arguments": {}}}]},
+    ],
+    "tool_result_without_call": [
+        {"role": "user", "content": "Hi"},
+        {"role": "tool", "content": "orphan"},
+    ],
+}
+
+HARMONY_VARIANTS = [
+    ("effort_high", {"add_generation_prompt": True, "reasoning_effort": "high"}),
+    ("identity_low", {"add_generation_prompt": True, "model_identity": "You are zinc, a small model.", "reasoning_effort": "low"}),
+    ("builtin_browser_python", {"add_generation_prompt": True, "builtin_tools": ["browser", "python"]}),
+    ("builtin_python", {"add_generation_prompt": False, "builtin_tools": ["python"]}),
+]
+
 # (template file, special tokens, conversations, variants of kwargs)
 TEMPLATES = {
     "qwen3.jinja": {"bos_token": "", "eos_token": "<|im_end|>"},
@@ -176,9 +263,11 @@ TEMPLATES = {
     "smollm2.jinja": {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"},
     "llama3.1.jinja": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
     "llama3.2.jinja": {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+    "gpt-oss.jinja": {"bos_token": "<|startoftext|>", "eos_token": "<|return|>"},
 }
 
-TOOL_CONVERSATIONS = {"builtin_tool_call", "tool_call_and_result", "parallel_tool_calls", "tool_call_string_arguments", "reasoning_after_last_query"}
+TOOL_CONVERSATIONS = {"builtin_tool_call", "tool_call_and_result", "parallel_tool_calls", "tool_call_string_arguments", "reasoning_after_last_query",
+                      "tool_call_with_thinking", "tool_call_then_final", "tool_call_without_function_wrapper"}
 
 VARIANTS = [
     ("gen", {"add_generation_prompt": True}),
@@ -188,6 +277,18 @@ VARIANTS = [
     ("preserve_thinking", {"add_generation_prompt": True, "preserve_thinking": True}),
     ("builtin_tools", {"add_generation_prompt": True, "builtin_tools": ["brave_search", "wolfram_alpha", "code_interpreter"]}),
 ]
+
+
+# Per template: conversations beyond the shared ones, the kwargs variants (replacing
+# the shared ones: Qwen's thinking switches mean nothing to harmony) and extra tool
+# sets with the conversations they go with.
+EXTRAS = {
+    "gpt-oss.jinja": {
+        "conversations": HARMONY_CONVERSATIONS,
+        "variants": [v for v in VARIANTS if v[0] in ("gen", "nogen", "builtin_tools")] + HARMONY_VARIANTS,
+        "tools": [("schema_tools", SCHEMA_TOOLS, {"single_user", "tool_call_then_final"})],
+    },
+}
 
 
 def chat_context(messages, tools, tokens, kwargs):
@@ -203,10 +304,15 @@ def template_goldens():
     cases = []
     for file, tokens in TEMPLATES.items():
         source = open(os.path.join(DATA, file), encoding="utf-8").read()
-        for conv_name, messages in CONVERSATIONS.items():
-            tool_sets = [("notools", None)] + ([("tools", TOOLS)] if conv_name in TOOL_CONVERSATIONS or conv_name == "single_user" else [])
+        extra = EXTRAS.get(file, {})
+        conversations = {**CONVERSATIONS, **extra.get("conversations", {})}
+        for conv_name, messages in conversations.items():
+            tool_sets = [("notools", None)]
+            if conv_name in TOOL_CONVERSATIONS or conv_name == "single_user":
+                tool_sets.append(("tools", TOOLS))
+            tool_sets += [(name, tools) for name, tools, convs in extra.get("tools", []) if conv_name in convs]
             for tools_name, tools in tool_sets:
-                for variant, kwargs in VARIANTS:
+                for variant, kwargs in extra.get("variants", VARIANTS):
                     context = chat_context(messages, tools, tokens, kwargs)
                     out, err = render(source, context)
                     case = {"name": f"{file[:-6]}/{conv_name}/{tools_name}/{variant}", "template": file, "context": context}

@@ -5,9 +5,14 @@ Hugging Face `tokenizers` makes of it, for zinc's tokenizer tests to compare wit
   - token ids of every corpus string for the real Qwen3 and Gemma3 tokenizers
     (no BOS; special-token text parsed, and again not parsed where it occurs),
   - the decoded text where it differs from the input (Qwen3 NFC-normalizes),
-  - the pieces of each named byte-level pre-tokenizer on strings where they differ.
+  - the same for a tiny o200k-style tokenizer trained here on the corpus (gpt-oss's
+    pre-tokenizer and harmony special tokens; written to tests/data/text/o200k-tiny/),
+    since no real gpt-oss tokenizer.json is at hand,
+  - the pieces of each named byte-level pre-tokenizer on strings where they differ,
+    and those of gpt-4o (o200k, gpt-oss) on the whole corpus as well; the gpt-4o
+    pieces are checked against a second regex engine (the `regex` module) first.
 
-Usage: pip install tokenizers; python3 tools/gen_tokenizer_goldens.py
+Usage: pip install tokenizers regex; python3 tools/gen_tokenizer_goldens.py
        [--shared ../shared/testdata/tokenizers] [--out tests/data/text/tokenizer_goldens.json]
 """
 import argparse
@@ -17,7 +22,8 @@ import os
 import random
 import unicodedata
 
-from tokenizers import Regex, Tokenizer, pre_tokenizers
+import regex
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -30,10 +36,15 @@ QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[
 QWEN35_REGEX = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
                 r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# tiktoken's o200k_base pat_str; the Split regex of gpt-oss's tokenizer.json.
+O200K_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
-def split_then_bytes(regex):
+
+def split_then_bytes(pattern):
     return pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(regex), behavior="isolated"),
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
 
@@ -43,6 +54,7 @@ PRE_TOKENIZERS = {
     "llama-bpe": split_then_bytes(LLAMA3_REGEX),
     "qwen2": split_then_bytes(QWEN2_REGEX),
     "qwen35": split_then_bytes(QWEN35_REGEX),
+    "gpt-4o": split_then_bytes(O200K_REGEX),
     "smollm": pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
@@ -57,6 +69,16 @@ PRE_TOKENIZER_STRINGS = [
     "नमस्ते दुनिया", "ก่อน", "e\u0301te\u0301 cafe\u0301",
     "hello\r\n\r\nworld  ", "   leading and trailing   ", "a\u00a0b\u3000c",
     "3.14159 and 2,718", "foo!!!bar???\n", "ab12cd345ef6789", "'s 's 'S",
+    # o200k's case-aware words, suffix contractions and punctuation runs.
+    "HelloWorld XMLHttpRequest iPhone McDonald's HTTPServer ABCdef", "camelCaseName snake_case_name SHOUT",
+    "DON'T won't THEY'RE We'Ve i'D O'Neil's x'LL", "'tis 'Twas rock'n'roll", "it\u2019s don\u2019t",
+    "\u01c5ungla \u01c8ubljana \u01cbeva", "\u02b0aspirated \u02bcokina Hawai\u02bbi", "'\u017ftart it'\u017f IT'\u017f stra\u017fe 's",
+    "\u00c9COLE \u00e9cole \u00c9cole E\u0301COLE \u0394\u03b9\u03b1\u03c6\u03ac\u03bd\u03b5\u03b9\u03b1",
+    "1234567 12 1 0.5 \u0661\u0662\u0663\u0664 \u00bd\u2167\u2168 \u2460\u2461",
+    "path/to/file.txt ./run.sh a//b ?/\n/x \\ //\n\n// .//", "... --- !!! ?!?! ...\n\n\n next",
+    "\u4f60\u597d\u4e16\u754cHello\u4e16\u754c 123\u5e74 \u3053\u3093\u306b\u3061\u306fWorld",
+    "\U0001F600\U0001F600 a\U0001F389b \U0001F468\u200d\U0001F469\u200d\U0001F467 \U0001F44D\U0001F3FDok",
+    "line1\nline2\r\n\r\nline3\n   \n\tx", "  \n  end \t\t", "\u0301start \u0300\u0301 mark", "\u00a0\u00a0x \u2003y",
 ]
 
 ENGLISH = [
@@ -132,6 +154,16 @@ SPECIAL = [
     "<|im_start|><|im_start|>", "not <|a special|> token", "<pad><unk><mask>", "<tool_call>{\"a\":1}</tool_call>",
     "<start_of_image>", "almost <|im_end| special", "<|im_end|>\n<|im_start|>", "<end_of_turn><eos>",
 ]
+# OpenAI harmony (gpt-oss) turns; appended after the random mixtures so those stay put.
+HARMONY = [
+    "<|start|>user<|message|>Hi<|end|><|start|>assistant",
+    "<|start|>assistant<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|return|>",
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Z\u00fcrich\"}<|call|>",
+    "<|channel|><|message|><|constrain|>json<|startoftext|><|endoftext|>", "almost <|end| and <|start |>",
+]
+# gpt-oss's special tokens (tokenizer_config.json), appended to the tiny vocabulary.
+HARMONY_SPECIALS = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>",
+                    "<|end|>", "<|message|>", "<|call|>"]
 
 
 def corpus():
@@ -143,6 +175,7 @@ def corpus():
     for _ in range(60):
         k = rng.randint(2, 5)
         strings.append(rng.choice(["", " ", "\n"]).join(rng.choice(pool)[:rng.randint(1, 40)] for _ in range(k)))
+    strings += HARMONY
     # SentencePiece maps U+2581 to a space on decode, so it cannot round-trip: keep it out.
     assert not any("\u2581" in s for s in strings)
     return strings
@@ -151,6 +184,25 @@ def corpus():
 def load_tokenizer(shared, name):
     with lzma.open(os.path.join(shared, name, "tokenizer.json.xz"), "rt", encoding="utf-8") as f:
         return Tokenizer.from_str(f.read())
+
+
+def write_o200k_tiny(strings, out_dir):
+    """A 2000-token byte-level BPE trained on the corpus with gpt-oss's pre-tokenizer
+    (Split by the o200k regex, then ByteLevel without its own regex) and decoder, plus
+    harmony's special tokens; written the way Hugging Face stores a tokenizer."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = PRE_TOKENIZERS["gpt-4o"]
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(strings, trainer)
+    tok.add_special_tokens(HARMONY_SPECIALS)
+    os.makedirs(out_dir, exist_ok=True)
+    config = {"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>"}
+    for name, text in (("tokenizer.json", tok.to_str()), ("tokenizer_config.json", json.dumps(config, indent=2))):
+        with lzma.open(os.path.join(out_dir, name + ".xz"), "wt", encoding="utf-8") as f:
+            f.write(text)
+    return Tokenizer.from_str(tok.to_str())
 
 
 def model_goldens(tok, strings):
@@ -169,6 +221,23 @@ def model_goldens(tok, strings):
     return {"ids": ids, "ids_no_special": ids_no_special, "decoded": decoded}
 
 
+def o200k_pieces(text):
+    """gpt-4o pieces (byte-level spelling) from HF tokenizers, asserted equal to a
+    split by the `regex` module (a different engine than tokenizers' Oniguruma)."""
+    pieces = [p for p, _ in PRE_TOKENIZERS["gpt-4o"].pre_tokenize_str(text)]
+    raw, end = [], 0
+    for m in regex.finditer(O200K_REGEX, text):
+        if m.start() > end:
+            raw.append(text[end:m.start()])
+        raw.append(m.group())
+        end = m.end()
+    if end < len(text):
+        raw.append(text[end:])
+    bytes_only = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    assert pieces == [bytes_only.pre_tokenize_str(r)[0][0] for r in raw], (text, pieces, raw)
+    return pieces
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shared", default=os.path.join(REPO, "..", "shared", "testdata", "tokenizers"))
@@ -181,10 +250,16 @@ def main():
         changed = out[name]["decoded"]
         for i, text in changed.items():  # only normalization may change text
             assert text == unicodedata.normalize("NFC", strings[int(i)]), (name, strings[int(i)], text)
+    tiny = write_o200k_tiny(strings, os.path.join(REPO, "tests", "data", "text", "o200k-tiny"))
+    out["o200k-tiny"] = model_goldens(tiny, strings)
+    assert not out["o200k-tiny"]["decoded"]  # no normalizer: every string round-trips
+    o200k_corpus = [o200k_pieces(s) for s in strings]
     out["pretokenizers"] = {
         "strings": PRE_TOKENIZER_STRINGS,
-        "pieces": {name: [[p for p, _ in pt.pre_tokenize_str(s)] for s in PRE_TOKENIZER_STRINGS]
+        "pieces": {name: [o200k_pieces(s) if name == "gpt-4o" else [p for p, _ in pt.pre_tokenize_str(s)]
+                          for s in PRE_TOKENIZER_STRINGS]
                    for name, pt in PRE_TOKENIZERS.items()},
+        "corpus_pieces": {"gpt-4o": o200k_corpus},
     }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))

@@ -55,7 +55,7 @@ std::string byte_level_pre_name(const json& pre_tokenizer) {
   if (steps.size() == 2 && steps[0].value("type", "") == "Split" && is_byte_level(steps[1], false) &&
       steps[0].contains("pattern") && steps[0]["pattern"].contains("Regex")) {
     std::string regex = steps[0]["pattern"]["Regex"].get<std::string>();
-    for (const char* name : {"llama-bpe", "qwen2", "qwen35"})
+    for (const char* name : {"llama-bpe", "qwen2", "qwen35", "gpt-4o"})
       if (PreTokenizer::regexes_of(name) == std::vector<std::string>{regex}) return name;
     throw std::runtime_error("unrecognised pre-tokenizer regex: " + regex);
   }

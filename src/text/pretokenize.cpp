@@ -22,6 +22,14 @@ constexpr const char* kQwen2 =
 // Qwen3.5: Qwen2's with combining marks kept inside words.
 constexpr const char* kQwen35 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-4o / gpt-oss (tiktoken's o200k): a word is upper/title-case letters then
+// lower-case ones (either run may be empty, not both), so "HelloWorld" is two words;
+// marks and caseless letters fit both runs, a contraction is the word's suffix,
+// digits group by three, and a punctuation run keeps trailing newlines and slashes.
+constexpr const char* kO200k =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Per-thread scratch so one PreTokenizer can serve many threads.
 struct MatchScratch {
@@ -56,9 +64,10 @@ std::vector<std::string> PreTokenizer::regexes_of(std::string_view name) {
   if (name == "llama3" || name == "llama-bpe") return {kLlama3};
   if (name == "qwen2") return {kQwen2};
   if (name == "qwen35") return {kQwen35};
+  if (name == "gpt-4o" || name == "o200k") return {kO200k};
   if (name == "smollm") return {R"(\p{N})", kGpt2};  // HF: Digits(individual) then ByteLevel
   throw std::runtime_error("unsupported pre-tokenizer '" + std::string(name) +
-                           "' (known: gpt2, llama3, llama-bpe, qwen2, qwen35, smollm)");
+                           "' (known: gpt2, gpt-4o, o200k, llama3, llama-bpe, qwen2, qwen35, smollm)");
 }
 
 std::unique_ptr<PreTokenizer> PreTokenizer::by_name(std::string_view name) {

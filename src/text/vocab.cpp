@@ -127,6 +127,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
     int32_t id = t->id_of_text_.find(text);
     if (id >= 0 && t->types_[id] == TokenType::Control) t->eog_.push_back(id);
   }
+  // Harmony (gpt-oss) closes every message with <|end|> but a reply only with
+  // <|return|> or <|call|>: after <|end|> of its analysis message the final one follows.
+  auto control = [&](std::string_view text) {
+    int32_t id = t->id_of_text_.find(text);
+    return id >= 0 && t->types_[id] == TokenType::Control ? id : -1;
+  };
+  if (int32_t end = control("<|end|>"); end >= 0 && control("<|return|>") >= 0 && control("<|call|>") >= 0)
+    std::erase(t->eog_, end);
   t->index_added_tokens();
   return t;
 }

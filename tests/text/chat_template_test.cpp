@@ -99,6 +99,7 @@ TEST(ChatTemplateGoldens, Gemma3) { check_template_goldens("gemma3.jinja"); }
 TEST(ChatTemplateGoldens, SmolLM2) { check_template_goldens("smollm2.jinja"); }
 TEST(ChatTemplateGoldens, Llama3_1) { check_template_goldens("llama3.1.jinja"); }
 TEST(ChatTemplateGoldens, Llama3_2) { check_template_goldens("llama3.2.jinja"); }
+TEST(ChatTemplateGoldens, GptOss) { check_template_goldens("gpt-oss.jinja"); }
 
 TEST(ChatTemplateFeatures, MatchJinja2) {
   Json goldens = load_goldens("features.json");

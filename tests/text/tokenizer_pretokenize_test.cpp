@@ -1,6 +1,7 @@
 // Every named pre-tokenizer against Hugging Face's pieces (goldens from
 // tools/gen_tokenizer_goldens.py) on strings where the names disagree: digit
-// grouping, contraction case, combining marks, newline runs, odd spaces.
+// grouping, contraction case, combining marks, newline runs, odd spaces, and
+// gpt-4o's (o200k) case-aware words, on those strings and the whole corpus.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -17,12 +18,14 @@ namespace {
 
 using nlohmann::json;
 
-json pretokenizer_goldens() {
+json tokenizer_goldens() {
   std::ifstream in(test::source_dir() + "/tests/data/text/tokenizer_goldens.json");
   std::stringstream s;
   s << in.rdbuf();
-  return json::parse(s.str()).at("pretokenizers");
+  return json::parse(s.str());
 }
+
+json pretokenizer_goldens() { return tokenizer_goldens().at("pretokenizers"); }
 
 // HF reports pieces in byte-level spelling; so do we, for the comparison.
 std::vector<std::string> pieces_of(const PreTokenizer& pre, const std::string& text) {
@@ -36,7 +39,7 @@ std::vector<std::string> pieces_of(const PreTokenizer& pre, const std::string& t
 TEST(PreTokenizer, EveryNameMatchesHuggingFace) {
   json g = pretokenizer_goldens();
   const auto strings = g.at("strings").get<std::vector<std::string>>();
-  ASSERT_EQ(g.at("pieces").size(), 5u);
+  ASSERT_EQ(g.at("pieces").size(), 6u);
   for (const auto& [name, expected] : g.at("pieces").items()) {
     auto pre = PreTokenizer::by_name(name);
     for (size_t i = 0; i < strings.size(); ++i)
@@ -50,7 +53,34 @@ TEST(PreTokenizer, NamesReallyDiffer) {
   json g = pretokenizer_goldens();
   std::set<std::string> distinct;
   for (const auto& [name, expected] : g.at("pieces").items()) distinct.insert(expected.dump());
-  EXPECT_EQ(distinct.size(), 5u);
+  EXPECT_EQ(distinct.size(), 6u);
+}
+
+TEST(PreTokenizer, O200kMatchesHuggingFaceOnCorpus) {
+  const json all = tokenizer_goldens();
+  const json& corpus = all.at("corpus");
+  const json& expected = all.at("pretokenizers").at("corpus_pieces").at("gpt-4o");
+  ASSERT_EQ(expected.size(), corpus.size());
+  auto pre = PreTokenizer::by_name("gpt-4o");
+  for (size_t i = 0; i < corpus.size(); ++i)
+    EXPECT_EQ(pieces_of(*pre, corpus[i].get<std::string>()), expected[i].get<std::vector<std::string>>())
+        << "corpus[" << i << "] " << corpus[i].dump();
+}
+
+TEST(PreTokenizer, O200kCaseAwareWords) {
+  auto split = [](const char* name, const std::string& text) {
+    std::vector<std::string_view> v;
+    PreTokenizer::by_name(name)->split(text, v);
+    return std::vector<std::string>(v.begin(), v.end());
+  };
+  using V = std::vector<std::string>;
+  // An upper-case letter after lower-case ones starts a new word; contractions stay on it.
+  EXPECT_EQ(split("gpt-4o", "HelloWorld it's"), (V{"Hello", "World", " it's"}));
+  EXPECT_EQ(split("o200k", "XMLHttpRequest DON'T"), (V{"XMLHttp", "Request", " DON'T"}));
+  EXPECT_EQ(split("gpt-4o", "12345"), (V{"123", "45"}));
+  // A punctuation run takes the newlines and slashes after it.
+  EXPECT_EQ(split("gpt-4o", "a?/\n/b"), (V{"a", "?/\n/", "b"}));
+  EXPECT_EQ(PreTokenizer::regexes_of("o200k"), PreTokenizer::regexes_of("gpt-4o"));
 }
 
 TEST(PreTokenizer, DigitGrouping) {

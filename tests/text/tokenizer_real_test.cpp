@@ -1,8 +1,10 @@
 // Qwen3 and Gemma3 tokenizers against Hugging Face `tokenizers`: the vocab GGUF is
 // built here from the shared tokenizer.json by zinc's own converter, and the ids
-// of a 249-string multilingual corpus must equal the committed goldens
+// of a 254-string multilingual corpus must equal the committed goldens
 // (tools/gen_tokenizer_goldens.py). Also decode round trips, streaming decode of
 // real multi-byte token streams, and a 1 MB throughput benchmark (printed, not timed).
+// o200k_tiny stands in for gpt-oss's tokenizer: a small BPE with its pre-tokenizer
+// and harmony special tokens, trained by the same script and kept in tests/data/text.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -33,6 +35,7 @@ struct RealVocab {
 };
 
 fs::path shared_tokenizer_dir(const std::string& name) {
+  if (name == "o200k_tiny") return fs::path(test::source_dir()) / "tests" / "data" / "text" / "o200k-tiny";
   return fs::path(test::shared_dir()) / "testdata" / "tokenizers" / name;
 }
 
@@ -83,7 +86,7 @@ class RealTokenizer : public testing::TestWithParam<std::string> {
     if (!vocab_) GTEST_SKIP() << "shared tokenizer data not found at " << shared_tokenizer_dir(GetParam());
   }
   const Tokenizer& tok() const { return *vocab_->tokenizer; }
-  const json& model_goldens() const { return goldens().at(GetParam()); }
+  const json& model_goldens() const { return goldens().at(GetParam() == "o200k_tiny" ? "o200k-tiny" : GetParam()); }
   const RealVocab* vocab_ = nullptr;
 };
 
@@ -178,7 +181,7 @@ TEST_P(RealTokenizer, Throughput1MB) {
   EXPECT_EQ(tok().decode(ids), text);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, testing::Values("qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Models, RealTokenizer, testing::Values("qwen3", "gemma3", "o200k_tiny"),
                          [](const testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(RealTokenizerMetadata, Qwen3SpecialsAndTemplate) {
@@ -213,6 +216,25 @@ TEST(RealTokenizerMetadata, Gemma3SpecialsAndTemplate) {
   EXPECT_EQ(ids[0], 2);  // add_bos_token
   EXPECT_EQ(t.token_bytes(t.find_token("<0x0A>").value()), "\n");
   EXPECT_NE(t.chat_template().find("<start_of_turn>"), std::string::npos);
+}
+
+TEST(RealTokenizerMetadata, O200kTinyIsGptOssShaped) {
+  const RealVocab* v = real_vocab("o200k_tiny");
+  ASSERT_NE(v, nullptr);
+  const Tokenizer& t = *v->tokenizer;
+  EXPECT_EQ(t.model_name(), "gpt2");
+  EXPECT_EQ(t.pre_name(), "gpt-4o");  // the converter recognised the o200k Split regex
+  const int32_t ret = t.find_token("<|return|>").value(), call = t.find_token("<|call|>").value();
+  const int32_t end = t.find_token("<|end|>").value(), start = t.find_token("<|start|>").value();
+  EXPECT_EQ(t.eos(), ret);
+  EXPECT_TRUE(t.is_eog(ret));
+  EXPECT_TRUE(t.is_eog(call));
+  EXPECT_TRUE(t.is_eog(t.find_token("<|endoftext|>").value()));
+  EXPECT_FALSE(t.is_eog(end));  // harmony: the final message follows the analysis one
+  EXPECT_FALSE(t.is_eog(start));
+  EXPECT_EQ(t.bos(), t.find_token("<|startoftext|>").value());
+  EXPECT_FALSE(t.add_bos());  // tokenizer_config has no add_bos_token
+  EXPECT_EQ(t.encode("<|start|>assistant").front(), start);
 }
 
 }  // namespace

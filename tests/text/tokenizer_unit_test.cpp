@@ -88,6 +88,34 @@ TEST(ByteLevelBpe, MetadataDefaults) {
   EXPECT_THROW(t.decode(Ids{-1}), std::out_of_range);
 }
 
+TEST(ByteLevelBpe, HarmonyEndsRepliesAtReturnOrCallNotEnd) {
+  // gpt-oss: <|end|> closes the analysis message and the final one follows it.
+  enum : int32_t { kEnd = 256, kReturn, kCall, kChannel };
+  auto harmony = [](bool with_call) {
+    return make_vocab([with_call](gguf::GgufWriter& w) {
+      std::vector<std::string> tokens;
+      for (int b = 0; b < 256; ++b) tokens.push_back(byte_level_encode(std::string(1, static_cast<char>(b))));
+      for (const char* t : {"<|end|>", "<|return|>", with_call ? "<|call|>" : "<|cal|>", "<|channel|>", "ab"})
+        tokens.push_back(t);
+      std::vector<int32_t> types(tokens.size(), 1);
+      types[kEnd] = types[kReturn] = types[kCall] = types[kChannel] = 3;
+      w.set_string("tokenizer.ggml.model", "gpt2");
+      w.set_string("tokenizer.ggml.pre", "gpt-4o");
+      w.set_string_array("tokenizer.ggml.tokens", tokens);
+      w.set_i32_array("tokenizer.ggml.token_type", types);
+      w.set_string_array("tokenizer.ggml.merges", {"a b"});
+      w.set_u32("tokenizer.ggml.eos_token_id", kReturn);
+    });
+  };
+  auto v = harmony(true);
+  EXPECT_TRUE(v->tok->is_eog(kReturn));
+  EXPECT_TRUE(v->tok->is_eog(kCall));
+  EXPECT_FALSE(v->tok->is_eog(kEnd));
+  EXPECT_FALSE(v->tok->is_eog(kChannel));
+  // Without the harmony pair <|end|> keeps its usual meaning (Phi-3 and others).
+  EXPECT_TRUE(harmony(false)->tok->is_eog(kEnd));
+}
+
 // SentencePiece style: <unk> <s> </s>, 256 byte tokens, then pieces.
 constexpr int32_t kByte0 = 3, kSpace = 259, kA = 260, kB = 261, kSpaceA = 262, kABp = 263;
 std::unique_ptr<Vocab> spm_vocab(bool with_merges) {
