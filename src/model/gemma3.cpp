@@ -49,16 +49,10 @@ class Gemma3 final : public Model {
       throw std::runtime_error(f.path() + ": final logit soft-capping (Gemma 2) is not supported");
 
     blocks::AttentionOptions global;
-    global.n_head = f.get_int(a + "attention.head_count");
-    global.n_head_kv = f.get_int_or(a + "attention.head_count_kv", global.n_head);
-    global.head_dim = f.get_int_or(a + "attention.key_length", n_embd_ / global.n_head);
-    if (f.get_int_or(a + "attention.value_length", global.head_dim) != global.head_dim)
-      throw std::runtime_error(f.path() + ": value_length != key_length is not supported");
-    global.rope.n_rot = static_cast<int>(global.head_dim);
+    read_attention_heads(f, "gemma3", n_embd_, eps_, global);
     global.rope.neox = true;
     global.rope.theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 1000000.0));
     global.rope.freq_scale = linear_rope_scale(f, "gemma3");  // the global layers only
-    global.norm_eps = eps_;
     const float scale_dim = n_layer_ == 62 ? static_cast<float>(n_embd_ / global.n_head)
                                            : static_cast<float>(global.head_dim);
     global.scale = 1.0f / std::sqrt(scale_dim);

@@ -50,15 +50,9 @@ class GptOss final : public Model {
     eps_ = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
 
     blocks::AttentionOptions global;
-    global.n_head = f.get_int(a + "attention.head_count");
-    global.n_head_kv = f.get_int_or(a + "attention.head_count_kv", global.n_head);
-    global.head_dim = f.get_int_or(a + "attention.key_length", n_embd_ / global.n_head);
-    if (f.get_int_or(a + "attention.value_length", global.head_dim) != global.head_dim)
-      throw std::runtime_error(f.path() + ": value_length != key_length is not supported");
-    global.rope.n_rot = static_cast<int>(global.head_dim);
+    read_attention_heads(f, "gpt-oss", n_embd_, eps_, global);
     global.rope.neox = true;
     global.rope.theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 150000.0));
-    global.norm_eps = eps_;
     float mscale = 1;
     if (f.get_string_or(a + "rope.scaling.type", "none") == "yarn") {
       const YarnScaling yarn = yarn_rope_scaling(f, "gpt-oss", global.rope.n_rot, global.rope.theta);

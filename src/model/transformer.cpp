@@ -45,16 +45,11 @@ class Transformer final : public Model {
     n_ctx_train_ = f.get_int(a + "context_length");
     eps_ = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
 
-    attn_.n_head = f.get_int(a + "attention.head_count");
-    attn_.n_head_kv = f.get_int_or(a + "attention.head_count_kv", attn_.n_head);
-    attn_.head_dim = f.get_int_or(a + "attention.key_length", n_embd_ / attn_.n_head);
+    read_attention_heads(f, arch_, n_embd_, eps_, attn_);
     attn_.rope.n_rot = static_cast<int>(f.get_int_or(a + "rope.dimension_count", attn_.head_dim));
     attn_.rope.theta = static_cast<float>(f.get_float_or(a + "rope.freq_base", 10000.0));
     attn_.rope.neox = variant_.neox_rope;
     attn_.rope.freq_scale = linear_rope_scale(f, arch_);
-    attn_.norm_eps = eps_;
-    if (f.get_int_or(a + "attention.value_length", attn_.head_dim) != attn_.head_dim)
-      throw std::runtime_error(f.path() + ": value_length != key_length is not supported");
     if (!variant_.moe && f.get_int_or(a + "expert_count", 0) > 0)
       throw std::runtime_error(f.path() + ": " + arch_ + " with experts (Mixtral-style) is not supported");
 

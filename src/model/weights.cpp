@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 #include <vector>
 
@@ -22,6 +23,18 @@ float linear_rope_scale(const gguf::GgufFile& f, const std::string& arch) {
   throw std::runtime_error(f.path() + ": rope scaling '" + type + "' is not supported");
 }
 
+void read_attention_heads(const gguf::GgufFile& f, const std::string& arch, int64_t n_embd, float eps,
+                          blocks::AttentionOptions& opt) {
+  const std::string a = arch + ".attention.";
+  opt.n_head = f.get_int(a + "head_count");
+  opt.n_head_kv = f.get_int_or(a + "head_count_kv", opt.n_head);
+  opt.head_dim = f.get_int_or(a + "key_length", n_embd / opt.n_head);
+  if (f.get_int_or(a + "value_length", opt.head_dim) != opt.head_dim)
+    throw std::runtime_error(f.path() + ": value_length != key_length is not supported");
+  opt.rope.n_rot = static_cast<int>(opt.head_dim);
+  opt.norm_eps = eps;
+}
+
 YarnScaling yarn_rope_scaling(const gguf::GgufFile& f, const std::string& arch, int n_rot, float theta) {
   const std::string a = arch + ".rope.scaling.";
   if (f.get_string_or(a + "type", "none") != "yarn")
@@ -35,7 +48,7 @@ YarnScaling yarn_rope_scaling(const gguf::GgufFile& f, const std::string& arch, 
   // context; pairs turning more than beta_fast times keep their frequency, fewer than
   // beta_slow are divided by factor, and a linear ramp blends those in between.
   const auto corr_dim = [&](double turns) {
-    return n_rot * std::log(n_orig / (turns * 2 * M_PI)) / (2 * std::log(static_cast<double>(theta)));
+    return n_rot * std::log(n_orig / (turns * 2 * std::numbers::pi)) / (2 * std::log(static_cast<double>(theta)));
   };
   const double low = std::max(0.0, corr_dim(beta_fast)), high = std::min(n_rot - 1.0, corr_dim(beta_slow));
   YarnScaling y;

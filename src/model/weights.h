@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "gguf/gguf.h"
+#include "model/blocks.h"
 
 namespace zinc {
 
@@ -17,6 +18,13 @@ namespace zinc {
 // scaling; other schemes would silently give wrong logits at every position, so they
 // are refused.
 float linear_rope_scale(const gguf::GgufFile& f, const std::string& arch);
+
+// The heads of `<arch>.attention.*` into opt: head_count, head_count_kv (default
+// head_count), key_length (default n_embd / head_count), which value_length must equal;
+// RoPE over whole heads (n_rot = head_dim) and norm_eps = eps. What else differs is
+// the architecture's to set.
+void read_attention_heads(const gguf::GgufFile& f, const std::string& arch, int64_t n_embd, float eps,
+                          blocks::AttentionOptions& opt);
 
 // YaRN RoPE scaling from `<arch>.rope.scaling.*` (type "yarn", factor,
 // original_context_length, yarn_beta_fast / yarn_beta_slow defaulting to 32 / 1): the

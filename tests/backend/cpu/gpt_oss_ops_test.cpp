@@ -12,22 +12,14 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_test_util.h"
 #include "quant/half.h"
 
 namespace zinc {
 namespace {
 
-std::vector<float> read_floats(Backend& be, const Tensor& t) {
-  std::vector<float> v(t.n_elements());
-  be.read(t, v.data(), t.nbytes());
-  return v;
-}
-
-Tensor upload(Backend& be, DType type, std::initializer_list<int64_t> dims, const void* data) {
-  Tensor t = be.alloc_persistent(type, dims);
-  be.write(t, data, t.nbytes());
-  return t;
-}
+using test::read_floats;
+using test::upload;
 
 TEST(GptOssOps, SinksScaleEachHeadByTheShareItsKeysKeep) {
   constexpr int64_t D = 16, Hq = 4, Hkv = 2, n_ctx = 40, n = 3;

@@ -9,16 +9,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_test_util.h"
 #include "quant/half.h"
 
 namespace zinc {
 namespace {
 
-std::vector<float> read_floats(Backend& be, const Tensor& t) {
-  std::vector<float> v(t.n_elements());
-  be.read(t, v.data(), t.nbytes());
-  return v;
-}
+using test::read_floats;
 
 TEST(SlidingWindow, AttentionSeesOnlyTheLastWindowPositions) {
   constexpr int64_t D = 16, Hq = 4, Hkv = 2, n_ctx = 64;
