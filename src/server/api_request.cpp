@@ -254,6 +254,9 @@ ChatRequest parse_chat_request(const Json& body, const ServerDefaults& d) {
   if (!r.template_kwargs.contains("enable_thinking") && d.enable_thinking)
     r.template_kwargs["enable_thinking"] = *d.enable_thinking;
   r.thinking_budget = integer(body, "thinking_budget", -1, INT64_MAX).value_or(d.thinking_budget);
+  r.reasoning_effort = string(body, "reasoning_effort");
+  if (r.reasoning_effort && *r.reasoning_effort != "low" && *r.reasoning_effort != "medium" && *r.reasoning_effort != "high")
+    bad("reasoning_effort", "'reasoning_effort' must be low, medium or high");
   return r;
 }
 

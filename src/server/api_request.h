@@ -54,6 +54,7 @@ struct ChatRequest {
   Json template_kwargs = Json::object();  // chat_template_kwargs, enable_thinking resolved
   bool thinking = false;                   // enable_thinking as rendered
   int64_t thinking_budget = -1;
+  std::optional<std::string> reasoning_effort;  // low, medium or high (harmony templates)
 };
 
 struct CompletionRequest {

@@ -18,17 +18,26 @@ bool ends_with(std::string_view s, std::string_view tail) {
 }  // namespace
 
 ChatRenderer::ChatRenderer(std::string source, std::string bos_token, std::string eos_token)
-    : source_(std::move(source)), bos_(std::move(bos_token)), eos_(std::move(eos_token)), template_(source_) {}
+    : source_(std::move(source)),
+      bos_(std::move(bos_token)),
+      eos_(std::move(eos_token)),
+      harmony_(source_.find("<|channel|>") != std::string::npos),
+      template_(source_) {}
 
 ChatPrompt ChatRenderer::render(const ChatRequest& r) const {
   Json context = Json::object();
   context["messages"] = r.messages;
+  if (harmony_) {
+    for (Json& m : context["messages"])
+      if (m.contains("reasoning_content")) m["thinking"] = m["reasoning_content"];
+  }
   context["tools"] = r.tools;
   context["documents"] = nullptr;
   context["add_generation_prompt"] = true;
   context["bos_token"] = bos_;
   context["eos_token"] = eos_;
   for (const auto& [k, v] : r.template_kwargs.items()) context[k] = v;
+  if (harmony_ && r.reasoning_effort) context["reasoning_effort"] = *r.reasoning_effort;
   ChatPrompt p;
   try {
     std::lock_guard lock(mu_);
@@ -36,6 +45,7 @@ ChatPrompt ChatRenderer::render(const ChatRequest& r) const {
   } catch (const std::exception& e) {
     throw ApiError(400, std::string("the chat template rejected the messages: ") + e.what(), "messages");
   }
+  p.harmony = harmony_;
   const std::string_view tail = trim_right(p.text);
   p.in_reasoning = ends_with(tail, "<think>");
   p.may_open = !p.in_reasoning && !ends_with(tail, "</think>") && source_.find("<think>") != std::string::npos &&

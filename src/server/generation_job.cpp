@@ -97,7 +97,8 @@ std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const 
 GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c) {
   GenerationJob job = common_job(r.gen, c, "chatcmpl-", true);
   job.request.prompt = c.tokenizer.encode(prompt.text, /*parse_special=*/true, /*add_bos=*/false);
-  const bool thinks = prompt.in_reasoning || prompt.may_open;
+  const bool thinks = prompt.in_reasoning || prompt.may_open;  // never for harmony: it has no <think>
+  job.reply.harmony = prompt.harmony;
   job.reply.split_reasoning = thinks;
   job.reply.in_reasoning = prompt.in_reasoning;
   job.reply.may_open = prompt.may_open;

@@ -5,26 +5,40 @@ namespace zinc::server {
 
 ReplyStream::ReplyStream(const text::Tokenizer& tokenizer, ReplyOptions options)
     : tokenizer_(tokenizer), options_(std::move(options)), decoder_(tokenizer), stop_(options_.stop) {
-  if (options_.split_reasoning) splitter_.emplace(options_.in_reasoning, options_.may_open);
+  if (options_.harmony) harmony_.emplace(options_.tools);
+  else if (options_.split_reasoning) splitter_.emplace(options_.in_reasoning, options_.may_open);
   if (options_.tools) tools_.emplace(options_.tool_parameters);
 }
 
-void ReplyStream::route_split(const SplitText& split, ReplyDelta& out) {
-  out.reasoning += split.reasoning;
-  if (split.content.empty()) return;
+void ReplyStream::route_content(std::string_view text, ReplyDelta& out) {
+  if (text.empty()) return;
   if (!tools_) {
-    out.content += split.content;
+    out.content += text;
     return;
   }
-  ToolCallText t = tools_->push(split.content);
+  ToolCallText t = tools_->push(text);
   out.content += t.content;
   for (auto& c : t.calls) out.calls.push_back(std::move(c));
 }
 
+void ReplyStream::route_split(const SplitText& split, ReplyDelta& out) {
+  out.reasoning += split.reasoning;
+  route_content(split.content, out);
+}
+
+// Harmony content still passes the <tool_call> extractor: tool_choice required or
+// named makes a grammar write that format, which the splitter leaves as plain content.
+void ReplyStream::route_harmony(HarmonyText split, ReplyDelta& out) {
+  out.reasoning += split.reasoning;
+  route_content(split.content, out);
+  for (auto& c : split.calls) out.calls.push_back(std::move(c));
+}
+
 void ReplyStream::route(std::string text, ReplyDelta& out) {
   if (text.empty()) return;
-  if (splitter_) route_split(splitter_->push(text), out);
-  else route_split(SplitText{"", std::move(text)}, out);
+  if (harmony_) route_harmony(harmony_->push(text), out);
+  else if (splitter_) route_split(splitter_->push(text), out);
+  else route_content(text, out);
 }
 
 ReplyDelta ReplyStream::push(const TokenEvent& ev) {
@@ -44,6 +58,7 @@ ReplyDelta ReplyStream::finish() {
   if (!stop_.stopped()) route(stop_.push(decoder_.flush()), out);
   route(stop_.flush(), out);
   if (splitter_) route_split(splitter_->flush(), out);
+  if (harmony_) route_harmony(harmony_->flush(), out);
   if (tools_) {
     ToolCallText t = tools_->flush();
     out.content += t.content;

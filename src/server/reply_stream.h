@@ -1,7 +1,8 @@
 // One request's generated tokens turned into what the client sees, token by token:
 //   token -> text (StreamDecoder: never half a UTF-8 character)
 //         -> stop strings (StopMatcher: held back, never sent)
-//         -> reasoning / answer (ReasoningSplitter, for thinking models)
+//         -> reasoning / answer (ReasoningSplitter, for Qwen's <think>; or
+//            HarmonySplitter, for gpt-oss, which also yields its tool calls)
 //         -> tool calls cut out of the answer (ToolCallExtractor, when tools are on)
 // Runs on the engine thread inside on_token, so a stop string ends the request at
 // the token that completes it.
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
+#include "server/harmony_splitter.h"
 #include "server/reasoning_splitter.h"
 #include "server/stop_matcher.h"
 #include "server/tool_calls.h"
@@ -45,6 +47,7 @@ struct ReplyOptions {
   std::vector<std::string> stop;
   bool split_reasoning = false;
   bool in_reasoning = false, may_open = false;  // see ReasoningSplitter
+  bool harmony = false;                         // gpt-oss channels: HarmonySplitter instead
   bool tools = false;
   std::map<std::string, nlohmann::json> tool_parameters;
   bool logprobs = false;
@@ -60,12 +63,15 @@ class ReplyStream {
  private:
   void route(std::string text, ReplyDelta& out);
   void route_split(const SplitText& split, ReplyDelta& out);
+  void route_harmony(HarmonyText split, ReplyDelta& out);
+  void route_content(std::string_view text, ReplyDelta& out);
 
   const text::Tokenizer& tokenizer_;
   ReplyOptions options_;
   text::StreamDecoder decoder_;
   StopMatcher stop_;
   std::optional<ReasoningSplitter> splitter_;
+  std::optional<HarmonySplitter> harmony_;
   std::optional<ToolCallExtractor> tools_;
 };
 

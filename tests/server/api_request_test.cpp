@@ -54,7 +54,14 @@ TEST(ApiRequest, BadFieldsAreRejectedByName) {
                                "tool_choice":{"type":"function","function":{"name":"g"}}})")).first, 400);
   EXPECT_EQ(error_of(chat(R"({"response_format":{"type":"json_schema"}})")).first, 400);
   EXPECT_EQ(error_of(chat(R"({"chat_template_kwargs":{"enable_thinking":"yes"}})")).first, 400);
+  EXPECT_EQ(error_of(chat(R"({"reasoning_effort":"extreme"})")), std::make_pair(400, std::string("reasoning_effort")));
+  EXPECT_EQ(error_of(chat(R"({"reasoning_effort":1})")), std::make_pair(400, std::string("reasoning_effort")));
   EXPECT_EQ(error_of(chat(R"({"model":"tiny","n":1,"user":"someone","max_tokens":1000000000})")).first, 0);
+}
+
+TEST(ApiRequest, ReasoningEffortIsKeptForHarmonyTemplates) {
+  EXPECT_FALSE(parse_chat_request(chat("{}"), defaults()).reasoning_effort);
+  EXPECT_EQ(parse_chat_request(chat(R"({"reasoning_effort":"low"})"), defaults()).reasoning_effort, "low");
 }
 
 TEST(ApiRequest, DefaultsAndOverrides) {

@@ -1,6 +1,7 @@
 // What the rendered prompt says about thinking, with the real templates: Qwen3.5
 // opens the thought in the prompt when enable_thinking is on, Qwen3 lets the model
-// open it, SmolLM2 has none; tool calls given with text arguments render.
+// open it, SmolLM2 has none; tool calls given with text arguments render; gpt-oss's
+// harmony template gets reasoning_content as `thinking` and reasoning_effort.
 #include "server/chat_prompt.h"
 
 #include <fstream>
@@ -69,6 +70,32 @@ TEST(ChatPrompt, ToolRoundTripRendersInBothQwenFormats) {
   EXPECT_NE(xml.find("\"name\": \"get_weather\""), std::string::npos);  // the tool list
   const std::string json = ChatRenderer(template_file("qwen3.jinja"), "", "").render(request(body)).text;
   EXPECT_NE(json.find("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"), std::string::npos) << json;
+}
+
+TEST(ChatPrompt, HarmonyGetsThinkingAndReasoningEffort) {
+  const char* body = R"({"messages":[{"role":"user","content":"weather in Paris?"},
+      {"role":"assistant","content":"","reasoning_content":"Need the weather tool.","tool_calls":[{"id":"c",
+        "type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"c","content":"sunny"}],
+    "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object",
+      "properties":{"city":{"type":"string"}}}}}],
+    "reasoning_effort":"high"})";
+  ChatRenderer r(template_file("gpt-oss.jinja"), "<|startoftext|>", "<|return|>");
+  const ChatPrompt p = r.render(request(body));
+  EXPECT_TRUE(p.harmony);
+  EXPECT_FALSE(p.in_reasoning || p.may_open);
+  EXPECT_NE(p.text.find("Reasoning: high\n"), std::string::npos) << p.text;
+  // The thought before a tool call is kept (no final answer follows it yet).
+  EXPECT_NE(p.text.find("<|start|>assistant<|channel|>analysis<|message|>Need the weather tool.<|end|>"
+                        "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+                        "{\"city\": \"Paris\"}<|call|>"),
+            std::string::npos)
+      << p.text;
+  EXPECT_EQ(p.text.substr(p.text.size() - 18), "<|start|>assistant");
+  // Without the field the template's default stays.
+  EXPECT_NE(r.render(request(kHello)).text.find("Reasoning: medium\n"), std::string::npos);
+  // Other templates are not harmony.
+  EXPECT_FALSE(ChatRenderer(template_file("qwen3.jinja"), "", "").render(request(body)).harmony);
 }
 
 TEST(ChatPrompt, TemplateRejectionIsA400) {
