@@ -28,10 +28,10 @@ void ReplyStream::route_split(const SplitText& split, ReplyDelta& out) {
 
 // Harmony content still passes the <tool_call> extractor: tool_choice required or
 // named makes a grammar write that format, which the splitter leaves as plain content.
-void ReplyStream::route_harmony(HarmonyText split, ReplyDelta& out) {
+void ReplyStream::route_harmony(text::HarmonyText split, ReplyDelta& out) {
   out.reasoning += split.reasoning;
   route_content(split.content, out);
-  for (auto& c : split.calls) out.calls.push_back(std::move(c));
+  for (auto& c : split.calls) out.calls.push_back({std::move(c.name), std::move(c.arguments)});
 }
 
 void ReplyStream::route(std::string text, ReplyDelta& out) {

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine.h"
-#include "server/harmony_splitter.h"
+#include "text/harmony_splitter.h"
 #include "server/reasoning_splitter.h"
 #include "server/stop_matcher.h"
 #include "server/tool_calls.h"
@@ -63,7 +63,7 @@ class ReplyStream {
  private:
   void route(std::string text, ReplyDelta& out);
   void route_split(const SplitText& split, ReplyDelta& out);
-  void route_harmony(HarmonyText split, ReplyDelta& out);
+  void route_harmony(text::HarmonyText split, ReplyDelta& out);
   void route_content(std::string_view text, ReplyDelta& out);
 
   const text::Tokenizer& tokenizer_;
@@ -71,7 +71,7 @@ class ReplyStream {
   text::StreamDecoder decoder_;
   StopMatcher stop_;
   std::optional<ReasoningSplitter> splitter_;
-  std::optional<HarmonySplitter> harmony_;
+  std::optional<text::HarmonySplitter> harmony_;
   std::optional<ToolCallExtractor> tools_;
 };
 

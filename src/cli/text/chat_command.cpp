@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/text/text_generation.h"
+#include "text/harmony_splitter.h"
 
 namespace zinc::cli {
 
@@ -91,7 +92,7 @@ class Conversation {
     std::fflush(stdout);  // the reply ends before the speed line on stderr
 
     const std::string reply_text = m_.tokenizer->decode(result.tokens);
-    messages_.push_back({{"role", "assistant"}, {"content", reply_text}});
+    messages_.push_back(assistant_message(reply_text));
     held_text_ = rendered + reply_text;
     // Greedy decoding fed the end-of-generation token already: the next turn's
     // template text holds it (or the prefix check starts over).
@@ -103,6 +104,17 @@ class Conversation {
   }
 
  private:
+  // gpt-oss's harmony template takes the answer as content and the reasoning as
+  // `thinking`, and refuses a content that holds channel tags.
+  nlohmann::ordered_json assistant_message(const std::string& reply) const {
+    if (m_.chat_template.find("<|channel|>") == std::string::npos) return {{"role", "assistant"}, {"content", reply}};
+    text::HarmonySplitter splitter(/*tools=*/false);
+    text::HarmonyText whole = splitter.push(reply), rest = splitter.flush();
+    return {{"role", "assistant"},
+            {"content", whole.content + rest.content},
+            {"thinking", whole.reasoning + rest.reasoning}};
+  }
+
   void forget_sequence() {
     seq_.reset(*m_.backend);
     sampler_.reset_history();

@@ -1,12 +1,12 @@
 // Harmony reply split (see harmony_splitter.h).
-#include "server/harmony_splitter.h"
+#include "text/harmony_splitter.h"
 
 #include <algorithm>
 #include <array>
 
 #include <nlohmann/json.hpp>
 
-namespace zinc::server {
+namespace zinc::text {
 namespace {
 
 constexpr std::string_view kMessage = "<|message|>";
@@ -152,4 +152,4 @@ HarmonyText HarmonySplitter::flush() {
   return out;
 }
 
-}  // namespace zinc::server
+}  // namespace zinc::text

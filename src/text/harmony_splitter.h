@@ -18,14 +18,16 @@
 #include <string_view>
 #include <vector>
 
-#include "server/tool_calls.h"
+namespace zinc::text {
 
-namespace zinc::server {
-
+struct HarmonyCall {
+  std::string name;
+  std::string arguments;  // a JSON object, as text
+};
 struct HarmonyText {
   std::string reasoning;
   std::string content;
-  std::vector<ToolCall> calls;  // calls completed by this piece
+  std::vector<HarmonyCall> calls;  // calls completed by this piece
 };
 
 class HarmonySplitter {
@@ -52,4 +54,4 @@ class HarmonySplitter {
   bool reasoning_wrote_ = false, content_wrote_ = false;
 };
 
-}  // namespace zinc::server
+}  // namespace zinc::text

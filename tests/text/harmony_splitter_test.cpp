@@ -1,22 +1,16 @@
 // gpt-oss replies in harmony split into reasoning, content and tool calls: the same
 // result whether the reply comes whole, in two pieces cut anywhere, or one byte at a
-// time; tags never reach the client and cuts fall only between characters. Also the
-// whole pipeline (ReplyStream) on tokens of o200k-tiny, gpt-oss's tokenizer stand-in,
-// whose byte-level BPE splits multi-byte characters over tokens.
-#include "server/harmony_splitter.h"
-
-#include <cstdlib>
-#include <filesystem>
+// time; tags never reach the client and cuts fall only between characters.
+// (tests/server/harmony_reply_stream_test.cpp: the server's whole pipeline on tokens.)
+#include "text/harmony_splitter.h"
 
 #include <gtest/gtest.h>
 
-#include "gguf/gguf.h"
-#include "server/reply_stream.h"
-#include "test_util.h"
-#include "text/hf_vocab.h"
+#include <nlohmann/json.hpp>
+
 #include "text/stream_decoder.h"
 
-namespace zinc::server {
+namespace zinc::text {
 namespace {
 
 using nlohmann::json;
@@ -64,7 +58,7 @@ HarmonyText split_every_way(const std::string& reply, bool tools = true) {
 
 bool valid_utf8(const std::string& s) {
   size_t held = 0;
-  return text::utf8_complete_prefix(s, held) == s && held == 0;
+  return utf8_complete_prefix(s, held) == s && held == 0;
 }
 
 TEST(HarmonySplitter, AnalysisIsReasoningFinalIsContent) {
@@ -174,81 +168,5 @@ TEST(HarmonySplitter, ReplyThatIsNotHarmonyIsContent) {
   EXPECT_EQ(t.content, "<|chan");
 }
 
-// ---- the whole pipeline on real tokens ----------------------------------------------
-
-class HarmonyReplyStream : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    namespace fs = std::filesystem;
-    const fs::path src = fs::path(test::source_dir()) / "tests/data/text/o200k-tiny";
-    const fs::path dir = fs::path(test::temp_dir()) / "harmony_o200k_tiny";
-    fs::create_directories(dir);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-      const std::string cmd = "xz -dc '" + (src / (std::string(f) + ".xz")).string() + "' > '" + (dir / f).string() + "'";
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
-    text::write_hf_vocab_gguf(dir.string(), (dir / "vocab.gguf").string());
-    file_ = gguf::GgufFile::open((dir / "vocab.gguf").string()).release();
-    tok_ = text::Tokenizer::from_gguf(*file_).release();
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete file_;
-  }
-  // The reply's tokens through a harmony ReplyStream with tools on; every delta is
-  // checked for whole characters and no tag.
-  static ReplyDelta stream(const std::string& reply) {
-    ReplyOptions o;
-    o.harmony = true;
-    o.tools = true;
-    ReplyStream rs(*tok_, o);
-    ReplyDelta all;
-    auto take = [&](ReplyDelta d) {
-      for (const std::string* s : {&d.reasoning, &d.content}) {
-        EXPECT_TRUE(valid_utf8(*s)) << *s;
-        EXPECT_EQ(s->find("<|"), std::string::npos) << *s;
-      }
-      all.reasoning += d.reasoning;
-      all.content += d.content;
-      for (auto& c : d.calls) all.calls.push_back(std::move(c));
-    };
-    for (int32_t id : tok_->encode(reply, /*parse_special=*/true, /*add_bos=*/false, /*add_eos=*/false)) {
-      TokenEvent event;
-      event.token = id;
-      take(rs.push(event));
-    }
-    take(rs.finish());
-    return all;
-  }
-  static gguf::GgufFile* file_;
-  static text::Tokenizer* tok_;
-};
-gguf::GgufFile* HarmonyReplyStream::file_ = nullptr;
-text::Tokenizer* HarmonyReplyStream::tok_ = nullptr;
-
-TEST_F(HarmonyReplyStream, TokensToDeltasNeverCutCharactersOrLeakTags) {
-  const std::string reply =
-      "<|channel|>analysis<|message|>Grüß ꙮ 𝔘 你好 🎉 weather?<|end|><|start|>assistant"
-      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Zürich\"}";
-  bool cut_character = false;  // the test is only worth it when a token holds part of one
-  for (int32_t id : tok_->encode(reply, true, false, false)) cut_character |= !valid_utf8(tok_->token_bytes(id));
-  EXPECT_TRUE(cut_character);
-  const ReplyDelta all = stream(reply);
-  EXPECT_EQ(all.reasoning, "Grüß ꙮ 𝔘 你好 🎉 weather?");
-  EXPECT_EQ(all.content, "");
-  ASSERT_EQ(all.calls.size(), 1u);
-  EXPECT_EQ(all.calls[0].name, "get_weather");
-  EXPECT_EQ(all.calls[0].arguments, R"({"city":"Zürich"})");
-}
-
-TEST_F(HarmonyReplyStream, GrammarForcedToolCallStillParses) {
-  // tool_choice required: the grammar writes Qwen's <tool_call> format, which the
-  // splitter leaves as content for the tool-call extractor.
-  const ReplyDelta all = stream("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>");
-  EXPECT_EQ(all.content, "");
-  ASSERT_EQ(all.calls.size(), 1u);
-  EXPECT_EQ(all.calls[0].name, "f");
-}
-
 }  // namespace
-}  // namespace zinc::server
+}  // namespace zinc::text
