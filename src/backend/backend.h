@@ -38,13 +38,15 @@ struct ExpertWeights {
   Tensor gate_bias, up_bias, down_bias;  // {ff, E}, {ff, E}, {d, E}
   float alpha = 0, clamp = 0;            // clamp 0: SwiGLU
 };
-// Each bias empty, or F32 of its shape above.
-inline bool expert_biases_fit(const ExpertWeights& ex) {
-  const int64_t d = ex.gate.ne[0], ff = ex.gate.ne[1], E = ex.gate.ne[2];
-  const auto fits = [&](const Tensor& b, int64_t rows) {
+// The shapes above for inputs of d elements; each bias empty, or F32.
+inline bool experts_fit(const ExpertWeights& ex, int64_t d) {
+  const int64_t ff = ex.down.ne[0], E = ex.gate.ne[2];
+  const auto bias_fits = [&](const Tensor& b, int64_t rows) {
     return b.empty() || (b.type == DType::F32 && b.ne[0] == rows && b.n_elements() == rows * E);
   };
-  return fits(ex.gate_bias, ff) && fits(ex.up_bias, ff) && fits(ex.down_bias, d);
+  return ex.gate.ne[0] == d && ex.up.ne[0] == d && ex.gate.ne[1] == ff && ex.up.ne[1] == ff && ex.down.ne[1] == d &&
+         ex.up.ne[2] == E && ex.down.ne[2] == E && bias_fits(ex.gate_bias, ff) && bias_fits(ex.up_bias, ff) &&
+         bias_fits(ex.down_bias, d);
 }
 
 // The per-sequence tensors a fused op takes in pairs (conv and delta states, K and V

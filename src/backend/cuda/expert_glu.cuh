@@ -7,11 +7,14 @@
 
 namespace zinc::cuda {
 
+// bias[at], or 0 without a bias.
+__device__ __forceinline__ float expert_bias(const float* bias, int64_t at) { return bias ? bias[at] : 0.0f; }
+
 // glu(g + gate_bias[at], u + up_bias[at]) for at = expert · ff + row (backend.h's
 // ExpertWeights): SwiGLU, or GPT-OSS's clamped form.
 __device__ __forceinline__ float expert_glu(const ExpertGlu& p, int64_t at, float g, float u) {
-  if (p.gate_bias) g += p.gate_bias[at];
-  if (p.up_bias) u += p.up_bias[at];
+  g += expert_bias(p.gate_bias, at);
+  u += expert_bias(p.up_bias, at);
   if (p.clamp > 0) {
     g = fminf(g, p.clamp);
     u = fmaxf(-p.clamp, fminf(u, p.clamp));

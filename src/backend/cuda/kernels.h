@@ -148,15 +148,14 @@ void attention_prefill(const AttentionShape& shape, const float* q, const uint16
                        cudaStream_t s);
 
 // The routed experts' activation (backend.h's ExpertWeights) with the biases as device
-// pointers (null: none); expert_glu.cuh applies it.
+// pointers (null: none, as an empty tensor's data is); expert_glu.cuh applies it.
 struct ExpertGlu {
   const float* gate_bias;  // {ff, E}
   const float* up_bias;    // {ff, E}
   float alpha, clamp;      // clamp 0: SwiGLU
 };
 inline ExpertGlu expert_glu_of(const ExpertWeights& ex) {
-  const auto bias = [](const Tensor& b) { return b.empty() ? nullptr : b.as<const float>(); };
-  return {bias(ex.gate_bias), bias(ex.up_bias), ex.alpha, ex.clamp};
+  return {ex.gate_bias.as<const float>(), ex.up_bias.as<const float>(), ex.alpha, ex.clamp};
 }
 
 // MoE. moe_route: ids/weights {k, n} from logits {E, n}. moe_ffn needs

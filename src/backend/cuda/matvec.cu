@@ -285,6 +285,10 @@ template <DType T>
 int slot_bytes_for(bool unaligned_rows) {
   return stage_bytes<T>() + (unaligned_rows ? 16 : 0);
 }
+// The staged blocks' shared memory: the warps' mbarriers and rings of slot_bytes slots.
+size_t stage_smem_bytes(int slot_bytes) {
+  return (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * slot_bytes / 16) * 16;
+}
 
 // A barrier for the team-th group of `threads` threads (teams of 2 or more warps,
 // so at most kWarps / 2 of them): named barriers 1 .. 4, spelled out so that the
@@ -510,10 +514,10 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
-      smem = (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * p.slot_bytes / 16) * 16;
+      smem = stage_smem_bytes(p.slot_bytes);
       // Counted at the padded size: the same for either.
-      static const int resident = resident_blocks<matvec_kernel<T, N>>(
-          32 * kWarps, (kStageBarrierVecs + static_cast<size_t>(kWarps) * kStages * slot_bytes_for<T>(true) / 16) * 16);
+      static const int resident =
+          resident_blocks<matvec_kernel<T, N>>(32 * kWarps, stage_smem_bytes(slot_bytes_for<T>(true)));
       // A warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;

@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
     float total = 0;
     for (int j = 0; j < p.k; ++j) {
       const int e = ids[j] >= 0 && ids[j] < p.E ? ids[j] : 0;
-      total += weights[j] * (sums[j * nr + r] + (p.down_bias ? p.down_bias[static_cast<int64_t>(e) * p.d + r0 + r] : 0.0f));
+      total += weights[j] * (sums[j * nr + r] + expert_bias(p.down_bias, static_cast<int64_t>(e) * p.d + r0 + r));
     }
     p.y[static_cast<int64_t>(t) * p.d + r0 + r] = total;
   }
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __g
   __syncthreads();
   for (int r = threadIdx.x; r < nr; r += blockDim.x)
     p.parts.sums[static_cast<int64_t>(pair) * p.d + r0 + r] =
-        sums[r] + (p.down_bias ? p.down_bias[e * p.d + r0 + r] : 0.0f);
+        sums[r] + expert_bias(p.down_bias, e * p.d + r0 + r);
   if (blockIdx.x == 0 && threadIdx.x == 0) p.parts.weights[pair] = weights[j];
 }
 
@@ -438,7 +438,7 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
                 0,
                 route,
                 act,
-                ex.down_bias.empty() ? nullptr : ex.down_bias.as<const float>(),
+                ex.down_bias.as<const float>(),
                 y.as<float>(),
                 d,
                 ff,

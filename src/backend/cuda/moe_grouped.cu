@@ -130,10 +130,6 @@ __device__ bool find_tile(const GroupedParams& p, Tile& t) {
   return true;
 }
 
-__device__ __forceinline__ float down_bias_of(const GroupedParams& p, int expert, int row) {
-  return p.down_bias ? p.down_bias[static_cast<int64_t>(expert) * p.d + row] : 0.0f;
-}
-
 // grid (ff / 64, tiles): 64 gate rows and the same 64 up rows of one expert.
 template <DType T>
 __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __grid_constant__ GroupedParams p) {
@@ -190,7 +186,7 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
       for (int i = 0; i < 4; ++i) {
         const int r = r0 + mma::acc_row(s, i), tok = mma::acc_token<kTokens>(j, i);
         if (tok < t.count && r < p.d)
-          p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[s][j][i] + down_bias_of(p, t.expert, r);
+          p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[s][j][i] + expert_bias(p.down_bias, static_cast<int64_t>(t.expert) * p.d + r);
       }
 }
 
@@ -257,7 +253,7 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(co
     for (int i = 0; i < 4; ++i) {
       const int r = r0 + pipe::acc_row(i), tok = pipe::acc_token(nt, i);
       if (tok < t.count && r < p.d)
-        p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[nt][i] + down_bias_of(p, t.expert, r);
+        p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[nt][i] + expert_bias(p.down_bias, static_cast<int64_t>(t.expert) * p.d + r);
     }
 }
 
@@ -313,7 +309,7 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
                   gate.row_bytes(),
                   down.row_bytes(),
                   expert_glu_of(ex),
-                  ex.down_bias.empty() ? nullptr : ex.down_bias.as<const float>(),
+                  ex.down_bias.as<const float>(),
                   carve(scratch, d, ff, n, k, E, nullptr),
                   static_cast<int>(d),
                   static_cast<int>(ff),

@@ -601,25 +601,24 @@ void check_ops(Checker& c) {
       }
     }
   }
-  {
-    std::vector<Checker::Both> gemma_qkv;
-    for (auto [t, rows] : {std::pair{DType::Q5_0, 1024}, {DType::Q5_0, 256}, {DType::Q8_0, 256}})
-      gemma_qkv.push_back(c.weight(t, {640, rows}, 0.03f));
+  // Several weights of such rows in one launch: Gemma 3 270M's q, k, v, and gpt-oss-20b's
+  // (Q8_0 rows of 2880) with an F32 weight (its router) beside them.
+  struct ManyCase {
+    const char* name;
+    int64_t in;
+    std::vector<std::pair<DType, int64_t>> weights;  // type, rows
+  };
+  const ManyCase many_cases[] = {
+      {"Gemma 3 270M's q, k, v", 640, {{DType::Q5_0, 1024}, {DType::Q5_0, 256}, {DType::Q8_0, 256}}},
+      {"gpt-oss-20b's q, k, v, an F32 weight", 2880, {{DType::Q8_0, 4096}, {DType::Q8_0, 512}, {DType::F32, 32}}}};
+  for (const ManyCase& m : many_cases) {
+    std::vector<Checker::Both> ws;
+    for (auto [t, rows] : m.weights) ws.push_back(c.weight(t, {m.in, rows}, 0.03f));
     for (int64_t n : {1, 2, 5}) {
-      const auto ys = c.matmul_many(gemma_qkv, c.f32({640, n}, c.randn(640 * n)));
+      const auto ys = c.matmul_many(ws, c.f32({m.in, n}, c.randn(m.in * n)));
       double err = 0;
       for (auto& y : ys) err = std::max(err, c.rel_err(y));
-      c.report("matmul_many (Gemma 3 270M's q, k, v) n=" + std::to_string(n), err, kTol);
-    }
-    // gpt-oss-20b's q, k, v (Q8_0 rows of 2880) and its F32 router beside them.
-    std::vector<Checker::Both> oss;
-    for (auto [t, rows] : {std::pair{DType::Q8_0, 4096}, {DType::Q8_0, 512}, {DType::F32, 32}})
-      oss.push_back(c.weight(t, {2880, rows}, 0.03f));
-    for (int64_t n : {1, 2, 5}) {
-      const auto ys = c.matmul_many(oss, c.f32({2880, n}, c.randn(2880 * n)));
-      double err = 0;
-      for (auto& y : ys) err = std::max(err, c.rel_err(y));
-      c.report("matmul_many (gpt-oss-20b's q, k, v, an F32 weight) n=" + std::to_string(n), err, kTol);
+      c.report(std::string("matmul_many (") + m.name + ") n=" + std::to_string(n), err, kTol);
     }
   }
 
