@@ -2,6 +2,7 @@
 #include "server/chat_prompt.h"
 
 #include "server/api_error.h"
+#include "text/harmony_splitter.h"
 
 namespace zinc::server {
 namespace {
@@ -21,7 +22,7 @@ ChatRenderer::ChatRenderer(std::string source, std::string bos_token, std::strin
     : source_(std::move(source)),
       bos_(std::move(bos_token)),
       eos_(std::move(eos_token)),
-      harmony_(source_.find("<|channel|>") != std::string::npos),
+      harmony_(text::is_harmony_template(source_)),
       template_(source_) {}
 
 ChatPrompt ChatRenderer::render(const ChatRequest& r) const {

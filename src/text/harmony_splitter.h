@@ -20,6 +20,11 @@
 
 namespace zinc::text {
 
+// Whether a chat template speaks harmony (gpt-oss's writes `<|channel|>`).
+inline bool is_harmony_template(std::string_view chat_template) {
+  return chat_template.find("<|channel|>") != std::string_view::npos;
+}
+
 struct HarmonyCall {
   std::string name;
   std::string arguments;  // a JSON object, as text

@@ -107,7 +107,7 @@ class Conversation {
   // gpt-oss's harmony template takes the answer as content and the reasoning as
   // `thinking`, and refuses a content that holds channel tags.
   nlohmann::ordered_json assistant_message(const std::string& reply) const {
-    if (m_.chat_template.find("<|channel|>") == std::string::npos) return {{"role", "assistant"}, {"content", reply}};
+    if (!text::is_harmony_template(m_.chat_template)) return {{"role", "assistant"}, {"content", reply}};
     text::HarmonySplitter splitter(/*tools=*/false);
     text::HarmonyText whole = splitter.push(reply), rest = splitter.flush();
     return {{"role", "assistant"},
