@@ -79,7 +79,7 @@ class Conversation {
     gen.max_tokens = options_.max_tokens;
     gen.prefill_chunk = options_.ubatch;
     gen.eog_ids = m_.eog_ids;
-    TextStreamer streamer(*m_.tokenizer);
+    TextStreamer streamer(*m_.tokenizer, text::is_harmony_template(m_.chat_template));
     g_stop_reply.store(false);
     g_replying.store(true);
     const GenerationResult result = generate(*m_.model, *m_.backend, seq_, feed, sampler_, gen, [&](int32_t token) {
@@ -92,7 +92,7 @@ class Conversation {
     std::fflush(stdout);  // the reply ends before the speed line on stderr
 
     const std::string reply_text = m_.tokenizer->decode(result.tokens);
-    messages_.push_back(assistant_message(reply_text));
+    messages_.push_back(assistant_message(reply_text, streamer.reply()));
     held_text_ = rendered + reply_text;
     // Greedy decoding fed the end-of-generation token already: the next turn's
     // template text holds it (or the prefix check starts over).
@@ -105,14 +105,10 @@ class Conversation {
 
  private:
   // gpt-oss's harmony template takes the answer as content and the reasoning as
-  // `thinking`, and refuses a content that holds channel tags.
-  nlohmann::ordered_json assistant_message(const std::string& reply) const {
+  // `thinking`, and refuses a content that holds channel tags: the streamer split them.
+  nlohmann::ordered_json assistant_message(const std::string& reply, const ReplyRouter& split) const {
     if (!text::is_harmony_template(m_.chat_template)) return {{"role", "assistant"}, {"content", reply}};
-    text::HarmonySplitter splitter(/*tools=*/false);
-    text::HarmonyText whole = splitter.push(reply), rest = splitter.flush();
-    return {{"role", "assistant"},
-            {"content", whole.content + rest.content},
-            {"thinking", whole.reasoning + rest.reasoning}};
+    return {{"role", "assistant"}, {"content", split.content()}, {"thinking", split.reasoning()}};
   }
 
   void forget_sequence() {

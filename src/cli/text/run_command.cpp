@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/text/text_generation.h"
+#include "text/harmony_splitter.h"
 
 namespace zinc::cli {
 
@@ -41,7 +42,8 @@ void run(const RunOptions& o) {
   gen.max_tokens = o.generation.max_tokens;
   gen.prefill_chunk = o.generation.ubatch;
   gen.eog_ids = m.eog_ids;
-  TextStreamer streamer(*m.tokenizer);
+  // --raw output stays raw: its prompt need not open an assistant message.
+  TextStreamer streamer(*m.tokenizer, !o.raw && text::is_harmony_template(m.chat_template));
   const GenerationResult result = generate(*m.model, *m.backend, seq, prompt, sampler, gen, [&](int32_t token) {
     streamer.push(token);
     return true;

@@ -70,16 +70,24 @@ std::vector<int32_t> TextModel::encode_rendered(const std::string& rendered) con
   return tokenizer->encode(rendered, /*parse_special=*/true, /*add_bos=*/false);
 }
 
-void TextStreamer::push(int32_t token) {
-  const std::string piece = decoder_.push(token);
-  std::fwrite(piece.data(), 1, piece.size(), stdout);
-  std::fflush(stdout);
+namespace {
+void write_to(std::FILE* stream, std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fflush(stream);
 }
+}  // namespace
+
+TextStreamer::TextStreamer(const text::Tokenizer& tokenizer, bool harmony)
+    : decoder_(tokenizer),
+      router_(
+          harmony, [](std::string_view text) { write_to(stdout, text); },
+          [](std::string_view text) { write_to(stderr, text); }) {}
+
+void TextStreamer::push(int32_t token) { router_.push(decoder_.push(token)); }
 
 void TextStreamer::finish() {
-  const std::string rest = decoder_.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fflush(stdout);
+  router_.push(decoder_.flush());
+  router_.finish();
 }
 
 void print_speed(const GenerationStats& stats) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "cli/text/reply_router.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/generator.h"
@@ -57,15 +58,19 @@ struct TextModel {
   std::vector<int32_t> encode_rendered(const std::string& rendered) const;
 };
 
-// Writes each token's text to stdout as soon as it forms whole characters.
+// Prints each token's text as soon as it forms whole characters: to stdout, or for a
+// harmony reply the answer to stdout and the reasoning to stderr (see ReplyRouter).
 class TextStreamer {
  public:
-  explicit TextStreamer(const text::Tokenizer& tokenizer) : decoder_(tokenizer) {}
+  TextStreamer(const text::Tokenizer& tokenizer, bool harmony);
   void push(int32_t token);
   void finish();  // writes what is held back
 
+  const ReplyRouter& reply() const { return router_; }
+
  private:
   text::StreamDecoder decoder_;
+  ReplyRouter router_;
 };
 
 // "prompt: N tokens, X tok/s | reply: M tokens, Y tok/s" on stderr.
