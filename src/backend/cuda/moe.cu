@@ -19,74 +19,12 @@
 // expert's g and u before its wait on the same grounds.
 #include "backend/cuda/expert_decode.cuh"
 #include "backend/cuda/expert_glu.cuh"
+#include "backend/cuda/expert_route.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_stream.h"
 
 namespace zinc::cuda {
 namespace {
-
-constexpr int kMaxRouted = 32;  // experts chosen per token (one lane each)
-constexpr int kMaxRouterExperts = 512;
-
-// Router logits as unsigned keys in the same order (-0 counts as +0); 0 marks a
-// taken expert (only a negative NaN maps there too).
-__device__ __forceinline__ uint32_t order_key(float v) {
-  const uint32_t u = __float_as_uint(v + 0.0f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float key_value(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-// One warp: moe_route for one token, logits {E} -> ids, weights {k} (the k largest
-// logits, ties to the lower expert; weights may be null). Expert e is held by lane
-// e % 32, kPerLane experts a lane. Not inlined: one copy serves every kernel instance
-// of this file.
-template <int kPerLane>
-__device__ __noinline__ void route_warp_of(const float* logits, int E, int k, bool renormalize, int32_t* ids,
-                                           float* weights) {
-  const int lane = threadIdx.x % 32;
-  uint32_t key[kPerLane];
-  uint32_t top = 0;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = lane + 32 * i;
-    key[i] = e < E ? order_key(__ldcg(logits + e)) : 0;  // L2: written by a recent kernel
-    top = max(top, key[i]);
-  }
-  const float mx = key_value(__reduce_max_sync(0xffffffffu, top));
-  float sum = 0, chosen = 0, my_p = 0;
-  if (weights && !renormalize) {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (lane + 32 * i < E) sum += expf(key_value(key[i]) - mx);
-    sum = warp_sum(sum);
-  }
-  for (int j = 0; j < k; ++j) {
-    uint32_t best = 0;
-    int bi = 0;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (key[i] > best) best = key[i], bi = i;  // strict: the lowest of equal keys
-    const uint32_t m = __reduce_max_sync(0xffffffffu, best);
-    const uint32_t id = __reduce_min_sync(0xffffffffu, best == m && m != 0 ? lane + 32 * bi : 0xffffffffu);
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (lane + 32 * i == static_cast<int>(id)) key[i] = 0;
-    const float p = expf(key_value(m) - mx);
-    chosen += p;
-    if (lane == j) my_p = p;
-    if (lane == 0) ids[j] = static_cast<int32_t>(id);
-  }
-  if (weights && lane < k) weights[lane] = my_p / (renormalize ? chosen : sum);
-}
-
-// Each round scans a lane's keys: up to 256 experts (the flagship's) a lane holds 8
-// instead of 16, which made the decode step 1.7% faster (PERFORMANCE.md, session 18).
-__device__ __forceinline__ void route_warp(const float* logits, int E, int k, bool renormalize, int32_t* ids,
-                                           float* weights) {
-  if (E <= 256) return route_warp_of<8>(logits, E, k, renormalize, ids, weights);
-  route_warp_of<kMaxRouterExperts / 32>(logits, E, k, renormalize, ids, weights);
-}
 
 // One warp per token.
 __global__ void moe_route_kernel(const float* logits, int E, int n, int k, bool renormalize, int32_t* ids,
@@ -97,14 +35,6 @@ __global__ void moe_route_kernel(const float* logits, int E, int n, int k, bool 
   route_warp(logits + static_cast<int64_t>(t) * E, E, k, renormalize, ids + static_cast<int64_t>(t) * k,
              weights + static_cast<int64_t>(t) * k);
 }
-
-// Where a kernel finds the chosen experts: the router's logits, or ids/weights.
-struct Routing {
-  const float* logits;  // {E, n}, or null
-  const int32_t* ids;   // {k, n} when logits is null
-  const float* weights; // {k, n} when logits is null
-  bool renormalize;
-};
 
 struct GateUpParams {
   const uint8_t* gate;  // {d, ff, E}
@@ -400,16 +330,11 @@ void fit_rows(Params& p, const Smem& smem) {
   }
 }
 
-void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, const Tensor& y, float* act,
-                    const ExpertParts* parts, cudaStream_t s) {
-  const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
-  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
-  const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
+// moe.cu's gate_up kernel for x's tokens.
+void launch_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, float* act, cudaStream_t s) {
+  const Tensor &gate = ex.gate, &up = ex.up;
+  const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(ex.down.ne[0]), E = static_cast<int>(gate.ne[2]);
   const int n = static_cast<int>(x.rows());
-  if (d % 32 != 0 || ff % 32 != 0) throw std::invalid_argument("cuda moe_ffn: rows not a multiple of 32 elements");
-  if (k > kMaxRouted || E > kMaxRouterExperts)
-    throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
-
   // 8 ff rows per gate_up block and 4 output rows per down block: at one token, 512
   // blocks of each on a 35B-A3B layer, about four per SM of an H100 (all resident at
   // 64 registers). The dot products after the copies land are what a step waits for
@@ -433,6 +358,27 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
   const int gate_up_runs = has_run_scales(gate.type) ? d / 32 : 0;
   auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows + gate_up_runs) * sizeof(float); };
   fit_rows(g, gate_up_smem);
+  dispatch_weight_type(gate.type, [&](auto type) {
+    constexpr DType T = decltype(type)::value;
+    allow_smem<moe_gate_up_kernel<T>>(kSmemBudget);
+    launch_pdl_smem(moe_gate_up_kernel<T>, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
+  });
+  ZINC_CUDA_LAUNCHED("moe_gate_up");
+}
+
+void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, const Tensor& y, float* act,
+                    const ExpertParts* parts, cudaStream_t s) {
+  const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
+  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
+  const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
+  const int n = static_cast<int>(x.rows());
+  if (d % 32 != 0 || ff % 32 != 0) throw std::invalid_argument("cuda moe_ffn: rows not a multiple of 32 elements");
+  if (k > kMaxRouted || E > kMaxRouterExperts)
+    throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
+
+  // Large experts (gpt-oss's) are streamed (moe_stream.cu); these kernels take the rest.
+  if (!stream_gate_up(x, ex, k, route, act, s)) launch_gate_up(x, ex, k, route, act, s);
+  if (stream_down(ex, k, n, route, act, y, parts, s)) return;
   DownParams dp{static_cast<const uint8_t*>(down.data),
                 down.row_bytes(),
                 0,
@@ -447,12 +393,6 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
                 std::min(4, d),
                 spans_bulk_copyable({down.data}, down.row_bytes())};
   const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
-  dispatch_weight_type(gate.type, [&](auto type) {
-    constexpr DType T = decltype(type)::value;
-    allow_smem<moe_gate_up_kernel<T>>(kSmemBudget);
-    launch_pdl_smem(moe_gate_up_kernel<T>, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
-  });
-  ZINC_CUDA_LAUNCHED("moe_gate_up");
   if (parts) {
     // 32 rows of one expert per block: 512 blocks on a 35B-A3B layer, as moe_down.
     DownPartParams pp{dp, *parts};

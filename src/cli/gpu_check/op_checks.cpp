@@ -325,6 +325,60 @@ void check_expert_biases(Checker& c) {
   }
 }
 
+// Experts large enough to be streamed (moe_stream.cu: an expert matrix of 1 MiB or
+// more): gpt-oss-20b's 2880 x 2880 in its MXFP4 and in Q8_0 (rows not 16-byte
+// aligned), with its biases and clamp, and K-quants with run scales beside a shared
+// expert (down writes the parts its add sums); routed from the logits and from ids,
+// 1 to 8 tokens (the shared memory holds every pair's act for down up to a point;
+// past it moe.cu's kernels take over, which this checks too).
+void check_large_experts(Checker& c) {
+  struct Shape {
+    int64_t E, k, d, ff;
+    DType gate_up, down;
+    bool biases;
+  };
+  for (const Shape& m : {Shape{6, 4, 2880, 2880, DType::MXFP4, DType::MXFP4, true},
+                         Shape{5, 4, 2880, 2880, DType::Q8_0, DType::Q8_0, true},
+                         Shape{10, 8, 2048, 1024, DType::Q4_K, DType::Q5_K, false}}) {
+    auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.05f), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.05f);
+    auto down = c.weight(m.down, {m.ff, m.d, m.E}, 0.03f);
+    auto gb = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f)), ub = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f));
+    auto db = c.f32({m.d, m.E}, c.randn(m.d * m.E));
+    ExpertWeights on_cpu = experts(gate.cpu, up.cpu, down.cpu), on_gpu = experts(gate.gpu, up.gpu, down.gpu);
+    if (m.biases) {
+      on_cpu.gate_bias = gb.cpu, on_cpu.up_bias = ub.cpu, on_cpu.down_bias = db.cpu;
+      on_gpu.gate_bias = gb.gpu, on_gpu.up_bias = ub.gpu, on_gpu.down_bias = db.gpu;
+      on_cpu.alpha = on_gpu.alpha = 1.702f;
+      on_cpu.clamp = on_gpu.clamp = 7.0f;
+    }
+    const std::string what = " " + tname(m.gate_up) + "/" + tname(m.down) + " d=" + std::to_string(m.d) +
+                             " ff=" + std::to_string(m.ff);
+    for (int64_t n : {1, 2, 3, 8}) {
+      const std::string sn = what + " n=" + std::to_string(n);
+      auto mx = c.f32({m.d, n}, c.randn(m.d * n));
+      auto logits = c.f32({m.E, n}, c.randn(m.E * n, 2.0f));
+      auto ids = c.out({m.k, n}, DType::I32), wts = c.out({m.k, n});
+      c.cpu().moe_route(logits.cpu, m.k, true, ids.cpu, wts.cpu);
+      c.gpu().moe_route(logits.gpu, m.k, true, ids.gpu, wts.gpu);
+      auto my = c.out({m.d, n});
+      c.cpu().moe_ffn(mx.cpu, on_cpu, ids.cpu, wts.cpu, my.cpu);
+      c.gpu().moe_ffn(mx.gpu, on_gpu, ids.gpu, wts.gpu, my.gpu);
+      c.report("moe_ffn large experts" + sn, c.rel_err(my), expert_tol(m.gate_up, n));
+      auto sg = c.f32({256, n}, c.randn(256 * n)), su = c.f32({256, n}, c.randn(256 * n));
+      auto shared_down = c.weight(DType::Q8_0, {256, m.d}, 0.09f);
+      const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, nullptr};
+      const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, nullptr};
+      for (bool shared : {false, true}) {
+        my = c.out({m.d, n});
+        c.cpu().moe_block(mx.cpu, logits.cpu, m.k, true, on_cpu, shared ? &se_cpu : nullptr, my.cpu);
+        c.gpu().moe_block(mx.gpu, logits.gpu, m.k, true, on_gpu, shared ? &se_gpu : nullptr, my.gpu);
+        c.report(std::string("moe_block large experts") + (shared ? " shared" : "") + sn, c.rel_err(my),
+                 expert_tol(m.gate_up, n));
+      }
+    }
+  }
+}
+
 // Unit-L2-norm rows, as the models feed the gated delta rule.
 std::vector<float> unit_rows(Checker& c, int64_t rows, int64_t len) {
   auto v = c.randn(rows * len);
@@ -557,6 +611,7 @@ void check_ops(Checker& c) {
   constexpr double kTol = 1e-4;
   check_attention_prefill(c);
   check_expert_biases(c);
+  check_large_experts(c);
   for (DType t : kWeightTypes) {
     const int64_t in = 512, out = 203;
     auto w = c.weight(t, {in, out}, 0.05f);

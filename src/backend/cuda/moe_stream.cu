@@ -1,0 +1,349 @@
+// The routed experts of a few tokens when each expert is large (gpt-oss-20b's are
+// 2880 x 2880 MXFP4, 4.4 MB a matrix; the flagship's 0.6 MB): their rows are
+// streamed as matvec.cu streams a weight, instead of moe.cu's blocks of 8 rows, which
+// on such experts ran in several waves, each copying its rows and its activations
+// before any arithmetic (PERFORMANCE.md, session 29).
+//
+// One block per SM. Each warp pulls whole rows through its own ring of shared-memory
+// slots (warp_stream.cuh; a row that does not start on a 16-byte boundary is copied
+// from the boundary below it) and dots two rows at a time against one activation row
+// staged once per block in shared memory as 16-bit integers (act_q16.cuh: a code
+// costs about two instructions where a float FMA path took five or more):
+//  - gate_up: a gate row and its up row, whose GLU it writes (act {ff, k, n});
+//  - down: two rows of one expert, then the same two rows of the token's next chosen
+//    expert, and so on, adding the k experts in order: y is a fixed-order sum with no
+//    atomics (or, for a shared expert's add, each expert's part).
+// Each block routes from the logits itself (expert_route.cuh), as moe.cu's kernels do.
+#include "backend/cuda/expert_decode.cuh"
+#include "backend/cuda/expert_glu.cuh"
+#include "backend/cuda/expert_route.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_stream.h"
+#include "backend/cuda/warp_stream.cuh"
+
+namespace zinc::cuda {
+namespace {
+
+constexpr int kWarps = 16;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStages = 6;  // ring slots a warp: two rows in use, four in flight
+constexpr int kMaxPairs = static_cast<int>(kExpertDecodeMaxTokens) * kMaxRouted;
+constexpr size_t kSmemBudget = 200 * 1024;
+// Experts whose matrices are at least this large are streamed.
+constexpr size_t kLargeExpertBytes = size_t{1} << 20;
+
+struct StreamParams {
+  const uint8_t* w[2];  // gate_up: gate, up {in, out, E}; down: down {in, out, E} twice
+  size_t row_bytes;     // a row of `in` elements
+  int in, out;          // a row's elements; rows an expert
+  int slot_bytes;
+  const float* x;  // gate_up: x {d, n}; down: act {ff, k, n}
+  Routing route;
+  ExpertGlu glu;
+  const float* down_bias;  // {d, E}, or null
+  float* y;                // gate_up: act {ff, k, n}; down: y {d, n}, or the parts' sums {d, k, n}
+  float* part_weights;     // down with parts: {k, n}; else null
+  int E, k, n;
+};
+
+// Activation rows as 16-bit integers (act_q16.cuh), one Q16Row each, laid out for a
+// multiple of 128 elements: the swizzle permutes whole groups of 8 chunks (a row of
+// 2880 has 180 16-element chunks, and its last 4 would land past the row).
+__host__ __device__ constexpr int q16_layout(int in) { return (in + 127) / 128 * 128; }
+__host__ __device__ constexpr size_t q16_row_stride(int in) { return Q16Row::bytes(q16_layout(in)); }
+
+// Stages `rows` activation rows of `in` elements (in a multiple of 32) from x as Q16Rows
+// at `at`: four elements a thread in turn, a run per 8 lanes; lanes past the end take
+// part in their run's shuffles with zeros. kPaired (MXFP4): word 2m + s of a run holds
+// its elements 4m + 2s, 4m + 2s + 16, 4m + 2s + 1, 4m + 2s + 17, the order in which
+// mxfp4_run_dot's code words give them (a code byte holds elements j and j + 16).
+template <bool kPaired>
+__device__ __forceinline__ void stage_q16_rows(const float* x, int rows, int in, uint8_t* at) {
+  const int per_row = in / 4, total = rows * per_row;
+  const int padded = (total + 31) / 32 * 32;
+  for (int g = threadIdx.x; g < padded; g += blockDim.x) {
+    const int r = g / per_row, i = g % per_row;
+    float4 v = make_float4(0, 0, 0, 0);
+    if (g < total && kPaired) {
+      const float* run = x + 4 * (g - i % 8);  // g - i % 8: the run's first four
+      const int e = 4 * (i % 8 / 2) + 2 * (i % 2);
+      const float2 a = __ldcg(reinterpret_cast<const float2*>(run + e)), b = __ldcg(reinterpret_cast<const float2*>(run + e + 16));
+      v = make_float4(a.x, b.x, a.y, b.y);
+    } else if (g < total) {
+      v = __ldcg(reinterpret_cast<const float4*>(x) + g);
+    }
+    float scale;
+    const Q16Words w = q16_quantize4(v, scale);
+    int q = q16_sum4(w);
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    if (g >= total) continue;
+    const Q16Row row(at + r * q16_row_stride(in), q16_layout(in));
+    const int c = swizzled_chunk(i / 4) * 4 + i % 4;  // word of the swizzled chunks
+    reinterpret_cast<uint32_t*>(row.hi)[c] = w.hi;
+    reinterpret_cast<uint32_t*>(row.lo)[c] = w.lo;
+    if (i % 8 == 0) row.scale[i / 8] = scale, row.sum[i / 8] = scale * static_cast<float>(q);
+  }
+}
+
+__device__ __forceinline__ uint32_t load_shared_u32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_address(p)));
+  return v;
+}
+
+// MXFP4 codes as signed bytes, four at once: selector nibble i (low three bits in s7,
+// bit 3 as 4 in s8) picks value i among 8 (two PRMTs) and then the half (a third).
+__device__ __forceinline__ uint32_t mxfp4_values4(uint32_t s7, uint32_t s8) {
+  constexpr uint32_t b0 = 0x03020100u, b1 = 0x0C080604u;  // 0, 1, 2, 3 | 4, 6, 8, 12
+  constexpr uint32_t b2 = 0xFDFEFF00u, b3 = 0xF4F8FAFCu;  // -0, -1, -2, -3 | -4, -6, -8, -12
+  return __byte_perm(__byte_perm(b0, b1, s7), __byte_perm(b2, b3, s7), s8);
+}
+
+// MXFP4 run q (one 17-byte block, read as 5 aligned words) of K rows against x's run q
+// as 16-bit integers in the paired order (stage_q16_rows): four codes meet four
+// elements per DP4A, twice (hi and lo bytes).
+template <int K>
+__device__ __forceinline__ void mxfp4_run_dot(const uint8_t* const (&rows)[K], int q, const Q16Row& x, float (&acc)[K]) {
+  uint32_t xh[8], xl[8];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // the run's two chunks of four words
+    const uint4 h = x.hi[swizzled_chunk(2 * q + k)], l = x.lo[swizzled_chunk(2 * q + k)];
+    xh[4 * k] = h.x, xh[4 * k + 1] = h.y, xh[4 * k + 2] = h.z, xh[4 * k + 3] = h.w;
+    xl[4 * k] = l.x, xl[4 * k + 1] = l.y, xl[4 * k + 2] = l.z, xl[4 * k + 3] = l.w;
+  }
+  const float xs = x.scale[q];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {
+    const uint8_t* block = rows[r] + 17 * q;
+    const uint8_t* w = block - (reinterpret_cast<uintptr_t>(block) & 3);
+    const int at = 8 * static_cast<int>(reinterpret_cast<uintptr_t>(block) & 3);
+    uint32_t v[5];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) v[i] = load_shared_u32(w + 4 * i);
+    int h = 0, l = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      // Code word i: its low half the elements of x's word 2i, its high half 2i + 1.
+      const uint32_t qs = __funnelshift_rc(v[i], v[i + 1], at + 8);
+      const uint32_t s7 = qs & 0x77777777u, s8 = ((qs >> 1) & 0x44444444u) | 0x32103210u;
+      const int lo = static_cast<int>(mxfp4_values4(s7, s8)), hi = static_cast<int>(mxfp4_values4(s7 >> 16, s8 >> 16));
+      h = __dp4a(lo, static_cast<int>(xh[2 * i]), h), h = __dp4a(hi, static_cast<int>(xh[2 * i + 1]), h);
+      l = __dp4a(lo, static_cast<int>(xl[2 * i]), l), l = __dp4a(hi, static_cast<int>(xl[2 * i + 1]), l);
+    }
+    const uint32_t e = __funnelshift_r(v[0], v[1], at) & 0xFF;
+    acc[r] += e8m0_half(static_cast<uint8_t>(e)) * xs * static_cast<float>(256 * h + l);
+  }
+}
+
+// The lane's part of two rows (in shared memory) · one activation row.
+template <DType T>
+__device__ __forceinline__ void two_rows_dot(const uint8_t* const (&rows)[2], int in, const Q16Row& x, float (&acc)[2]) {
+  const int lane = threadIdx.x % 32;
+  if constexpr (T == DType::MXFP4) {
+    for (int q = lane; q < in / 32; q += 32) mxfp4_run_dot<2>(rows, q, x, acc);
+  } else {
+    for (int c = lane; c < in / 64; c += 32)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) acc[r] += chunk_dot_q16<T>(rows[r], c, x);
+  }
+}
+
+// grid: one block per SM. Shared memory: the warps' mbarriers, their rings, the
+// activation rows as Q16Rows.
+template <DType T, bool kGateUp>
+__global__ void __launch_bounds__(kThreads, 1) moe_stream_kernel(const __grid_constant__ StreamParams p) {
+  extern __shared__ uint4 smem[];
+  __shared__ int32_t ids[kMaxPairs];
+  __shared__ float weights[kMaxPairs];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool by_logits = p.route.logits != nullptr;
+  // gate_up waits before it lets down start; down routes from the logits before its
+  // wait (moe.cu's top comment says why that is safe).
+  if constexpr (kGateUp) pdl_wait(), pdl_launch_dependents();
+  else if (!by_logits) pdl_begin();
+  if (warp < p.n) {
+    const int t = warp;
+    if (by_logits) {
+      route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, p.k, p.route.renormalize, ids + t * p.k,
+                 weights + t * p.k);
+    } else {
+      for (int j = lane; j < p.k; j += 32) ids[t * p.k + j] = p.route.ids[t * p.k + j];
+      for (int j = lane; j < p.k; j += 32) weights[t * p.k + j] = p.route.weights[t * p.k + j];
+    }
+  }
+  __syncthreads();
+  if (!kGateUp && p.part_weights && blockIdx.x == 0)
+    for (int i = threadIdx.x; i < p.n * p.k; i += blockDim.x) p.part_weights[i] = weights[i];
+
+  // Units: gate_up a (pair, row), one step; down a (token, row pair), a step per expert.
+  const int halves = (p.out + 1) / 2;
+  const int units = kGateUp ? p.n * p.k * p.out : p.n * halves, steps_per_unit = kGateUp ? 1 : p.k;
+  // Consecutive warps of the grid on different SMs, so that a launch with fewer units
+  // than warps spreads them over every SM.
+  const int warps = gridDim.x * kWarps, per = (units + warps - 1) / warps;
+  const int first = (warp * gridDim.x + blockIdx.x) * per;
+  const int steps = max(0, min(per, units - first)) * steps_per_unit;
+  // Step s: its pair, expert and first row; its rows are `row` and `row + 1` (down;
+  // an odd last row is read twice) or `row` of gate and of up.
+  struct Step {
+    int pair, e, row;
+    bool valid;
+  };
+  const auto step_of = [&](int s) {
+    const int unit = first + s / steps_per_unit;
+    Step st;
+    if (kGateUp) st.pair = unit / p.out, st.row = unit % p.out;
+    else st.pair = unit / halves * p.k + s % steps_per_unit, st.row = 2 * (unit % halves);
+    const int e = ids[st.pair];
+    st.valid = e >= 0 && e < p.E;
+    st.e = st.valid ? e : 0;  // a bad id reads expert 0 and writes NaN (gate_up)
+    return st;
+  };
+  const auto row_src = [&](const Step& st, int h) {
+    const int r = kGateUp ? st.row : min(st.row + h, p.out - 1);
+    return p.w[h] + (static_cast<size_t>(st.e) * p.out + r) * p.row_bytes;
+  };
+
+  auto* bars = reinterpret_cast<uint64_t*>(smem);
+  auto* rings = reinterpret_cast<uint8_t*>(smem) + ((kWarps * kStages * 8 + 15) / 16) * 16;
+  WarpStream<kStages> stream(rings + static_cast<size_t>(warp) * kStages * p.slot_bytes, p.slot_bytes,
+                             bars + warp * kStages);
+  uint32_t shifts = 0;  // each slot's row offset from its copy's start, 4 bits a slot
+  const auto issue = [&](int s) {
+    const Step st = s < steps ? step_of(s) : Step{};
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * s + h;
+      if (s >= steps) {
+        stream.issue(i, nullptr, 0);
+        continue;
+      }
+      const uint8_t* src = row_src(st, h);
+      const uint32_t shift = reinterpret_cast<uintptr_t>(src) % 16, at = 4 * (i % kStages);
+      shifts = (shifts & ~(15u << at)) | shift << at;
+      stream.issue(i, src - shift, static_cast<int>((shift + p.row_bytes + 15) / 16 * 16));
+    }
+  };
+  for (int s = 0; s < kStages / 2; ++s) issue(s);
+  if (!kGateUp && by_logits) pdl_begin();  // act is gate_up's
+
+  // The activation rows: gate_up the tokens' x, down each pair's act.
+  auto* xq = rings + static_cast<size_t>(kWarps) * kStages * p.slot_bytes;
+  stage_q16_rows<T == DType::MXFP4>(p.x, kGateUp ? p.n : p.n * p.k, p.in, xq);
+  __syncthreads();
+
+  float total[2] = {0, 0};  // down: the experts' weighted sum so far
+  for (int s = 0; s < steps; ++s) {
+    const Step st = step_of(s);
+    const uint8_t* const rows[2] = {stream.wait(2 * s) + (shifts >> 4 * (2 * s % kStages) & 15),
+                                    stream.wait(2 * s + 1) + (shifts >> 4 * ((2 * s + 1) % kStages) & 15)};
+    const int xr = kGateUp ? st.pair / p.k : st.pair;
+    float acc[2] = {0, 0};
+    two_rows_dot<T>(rows, p.in, Q16Row(xq + xr * q16_row_stride(p.in), q16_layout(p.in)), acc);
+    stream.release();
+    issue(s + kStages / 2);
+    acc[0] = warp_sum(acc[0]), acc[1] = warp_sum(acc[1]);
+    if (lane != 0) continue;
+    if constexpr (kGateUp) {
+      p.y[static_cast<int64_t>(st.pair) * p.out + st.row] =
+          st.valid ? expert_glu(p.glu, static_cast<int64_t>(st.e) * p.out + st.row, acc[0], acc[1])
+                   : __int_as_float(0x7fc00000);
+    } else {
+      const int t = st.pair / p.k, j = st.pair % p.k;
+      for (int h = 0; h < 2 && st.row + h < p.out; ++h) {
+        const int r = st.row + h;
+        const float v = acc[h] + expert_bias(p.down_bias, static_cast<int64_t>(st.e) * p.out + r);
+        if (p.part_weights) {
+          p.y[static_cast<int64_t>(st.pair) * p.out + r] = v;
+        } else {
+          total[h] += weights[st.pair] * v;
+          if (j == p.k - 1) p.y[static_cast<int64_t>(t) * p.out + r] = total[h], total[h] = 0;
+        }
+      }
+    }
+  }
+}
+
+// Shared memory of a launch with slots of slot_bytes and x_rows activation rows of in.
+size_t stream_smem(int slot_bytes, int x_rows, int in) {
+  const size_t bars = (kWarps * kStages * 8 + 15) / 16 * 16;
+  return bars + static_cast<size_t>(kWarps) * kStages * slot_bytes + static_cast<size_t>(x_rows) * q16_row_stride(in);
+}
+
+// The types streamed (every other goes through moe.cu's kernels): gpt-oss's MXFP4,
+// and the K-quants of re-quantized files. (Q8_0 rows of gpt-oss's 2880 elements do
+// not fit six slots for sixteen warps.)
+template <class F>
+bool dispatch_streamed_type(DType t, F&& f) {
+  switch (t) {
+    case DType::MXFP4: f(std::integral_constant<DType, DType::MXFP4>{}); return true;
+    case DType::Q4_K: f(std::integral_constant<DType, DType::Q4_K>{}); return true;
+    case DType::Q5_K: f(std::integral_constant<DType, DType::Q5_K>{}); return true;
+    default: return false;
+  }
+}
+
+// Fills p's shape and slot size for weights w of rows of `in`, `x_rows` activation
+// rows; false when the experts are small, the type is not streamed or it does not fit.
+bool stream_shape(StreamParams& p, const Tensor& w, int x_rows) {
+  const int in = static_cast<int>(w.ne[0]), out = static_cast<int>(w.ne[1]);
+  const size_t row_bytes = w.row_bytes();
+  if (static_cast<size_t>(out) * row_bytes < kLargeExpertBytes || in % 32 != 0 ||
+      reinterpret_cast<uintptr_t>(w.data) % 16 != 0)
+    return false;
+  const bool known = dispatch_streamed_type(w.type, [](auto) {});
+  p.in = in, p.out = out, p.row_bytes = row_bytes;
+  p.slot_bytes = static_cast<int>((row_bytes + 15) / 16 * 16 + 16);
+  return known && stream_smem(p.slot_bytes, x_rows, in) <= kSmemBudget;
+}
+
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, n = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    return n;
+  }();
+  return sms;
+}
+
+template <bool kGateUp>
+void launch_stream(const StreamParams& p, DType type, int x_rows, cudaStream_t s) {
+  dispatch_streamed_type(type, [&](auto t) {
+    constexpr DType T = decltype(t)::value;
+    const size_t smem = stream_smem(p.slot_bytes, x_rows, p.in);
+    allow_smem<moe_stream_kernel<T, kGateUp>>(kSmemBudget);
+    launch_pdl_smem(moe_stream_kernel<T, kGateUp>, sm_count(), kThreads, smem, s, p);
+  });
+  ZINC_CUDA_LAUNCHED(kGateUp ? "moe_stream gate_up" : "moe_stream down");
+}
+
+}  // namespace
+
+bool stream_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, float* act,
+                    cudaStream_t s) {
+  StreamParams p{};
+  const int n = static_cast<int>(x.rows());
+  if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape(p, ex.gate, n)) return false;
+  if (reinterpret_cast<uintptr_t>(ex.up.data) % 16 != 0) return false;
+  p.w[0] = static_cast<const uint8_t*>(ex.gate.data), p.w[1] = static_cast<const uint8_t*>(ex.up.data);
+  p.x = x.as<const float>(), p.route = route, p.glu = expert_glu_of(ex), p.y = act;
+  p.E = static_cast<int>(ex.gate.ne[2]), p.k = k, p.n = n;
+  launch_stream<true>(p, ex.gate.type, n, s);
+  return true;
+}
+
+bool stream_down(const ExpertWeights& ex, int k, int n, const Routing& route, const float* act, const Tensor& y,
+                 const ExpertParts* parts, cudaStream_t s) {
+  StreamParams p{};
+  if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape(p, ex.down, n * k)) return false;
+  p.w[0] = p.w[1] = static_cast<const uint8_t*>(ex.down.data);
+  p.x = act, p.route = route, p.down_bias = ex.down_bias.as<const float>();
+  p.y = parts ? parts->sums : y.as<float>();
+  p.part_weights = parts ? parts->weights : nullptr;
+  p.E = static_cast<int>(ex.down.ne[2]), p.k = k, p.n = n;
+  launch_stream<false>(p, ex.down.type, n * k, s);
+  return true;
+}
+
+}  // namespace zinc::cuda
