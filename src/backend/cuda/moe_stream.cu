@@ -24,11 +24,14 @@
 namespace zinc::cuda {
 namespace {
 
-constexpr int kWarps = 16;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kStages = 6;  // ring slots a warp: two rows in use, four in flight
+// Warps a block (one block an SM): as many as the registers (64 a thread for gate_up,
+// 85 for down) and the shared memory (down also holds k act rows) allow, to hide the
+// latencies of each warp's chain of lookups and dot products.
+template <bool kGateUp>
+inline constexpr int kWarps = kGateUp ? 32 : 24;
+constexpr int kStages = 4;  // ring slots a warp: two rows in use, two in flight
 constexpr int kMaxPairs = static_cast<int>(kExpertDecodeMaxTokens) * kMaxRouted;
-constexpr size_t kSmemBudget = 200 * 1024;
+constexpr size_t kSmemBudget = 220 * 1024;
 // Experts whose matrices are at least this large are streamed.
 constexpr size_t kLargeExpertBytes = size_t{1} << 20;
 
@@ -152,7 +155,7 @@ __device__ __forceinline__ void two_rows_dot(const uint8_t* const (&rows)[2], in
 // grid: one block per SM. Shared memory: the warps' mbarriers, their rings, the
 // activation rows as Q16Rows.
 template <DType T, bool kGateUp>
-__global__ void __launch_bounds__(kThreads, 1) moe_stream_kernel(const __grid_constant__ StreamParams p) {
+__global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(const __grid_constant__ StreamParams p) {
   extern __shared__ uint4 smem[];
   __shared__ int32_t ids[kMaxPairs];
   __shared__ float weights[kMaxPairs];
@@ -181,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_stream_kernel(const __grid_co
   const int units = kGateUp ? p.n * p.k * p.out : p.n * halves, steps_per_unit = kGateUp ? 1 : p.k;
   // Consecutive warps of the grid on different SMs, so that a launch with fewer units
   // than warps spreads them over every SM.
-  const int warps = gridDim.x * kWarps, per = (units + warps - 1) / warps;
+  const int warps = gridDim.x * kWarps<kGateUp>, per = (units + warps - 1) / warps;
   const int first = (warp * gridDim.x + blockIdx.x) * per;
   const int steps = max(0, min(per, units - first)) * steps_per_unit;
   // Step s: its pair, expert and first row; its rows are `row` and `row + 1` (down;
@@ -206,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_stream_kernel(const __grid_co
   };
 
   auto* bars = reinterpret_cast<uint64_t*>(smem);
-  auto* rings = reinterpret_cast<uint8_t*>(smem) + ((kWarps * kStages * 8 + 15) / 16) * 16;
+  auto* rings = reinterpret_cast<uint8_t*>(smem) + ((kWarps<kGateUp> * kStages * 8 + 15) / 16) * 16;
   WarpStream<kStages> stream(rings + static_cast<size_t>(warp) * kStages * p.slot_bytes, p.slot_bytes,
                              bars + warp * kStages);
   uint32_t shifts = 0;  // each slot's row offset from its copy's start, 4 bits a slot
@@ -228,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_stream_kernel(const __grid_co
   if (!kGateUp && by_logits) pdl_begin();  // act is gate_up's
 
   // The activation rows: gate_up the tokens' x, down each pair's act.
-  auto* xq = rings + static_cast<size_t>(kWarps) * kStages * p.slot_bytes;
+  auto* xq = rings + static_cast<size_t>(kWarps<kGateUp>) * kStages * p.slot_bytes;
   stage_q16_rows<T == DType::MXFP4>(p.x, kGateUp ? p.n : p.n * p.k, p.in, xq);
   __syncthreads();
 
@@ -265,9 +268,11 @@ __global__ void __launch_bounds__(kThreads, 1) moe_stream_kernel(const __grid_co
 }
 
 // Shared memory of a launch with slots of slot_bytes and x_rows activation rows of in.
+template <bool kGateUp>
 size_t stream_smem(int slot_bytes, int x_rows, int in) {
-  const size_t bars = (kWarps * kStages * 8 + 15) / 16 * 16;
-  return bars + static_cast<size_t>(kWarps) * kStages * slot_bytes + static_cast<size_t>(x_rows) * q16_row_stride(in);
+  const size_t bars = (kWarps<kGateUp> * kStages * 8 + 15) / 16 * 16;
+  return bars + static_cast<size_t>(kWarps<kGateUp>) * kStages * slot_bytes +
+         static_cast<size_t>(x_rows) * q16_row_stride(in);
 }
 
 // The types streamed (every other goes through moe.cu's kernels): gpt-oss's MXFP4,
@@ -285,6 +290,7 @@ bool dispatch_streamed_type(DType t, F&& f) {
 
 // Fills p's shape and slot size for weights w of rows of `in`, `x_rows` activation
 // rows; false when the experts are small, the type is not streamed or it does not fit.
+template <bool kGateUp>
 bool stream_shape(StreamParams& p, const Tensor& w, int x_rows) {
   const int in = static_cast<int>(w.ne[0]), out = static_cast<int>(w.ne[1]);
   const size_t row_bytes = w.row_bytes();
@@ -294,7 +300,7 @@ bool stream_shape(StreamParams& p, const Tensor& w, int x_rows) {
   const bool known = dispatch_streamed_type(w.type, [](auto) {});
   p.in = in, p.out = out, p.row_bytes = row_bytes;
   p.slot_bytes = static_cast<int>((row_bytes + 15) / 16 * 16 + 16);
-  return known && stream_smem(p.slot_bytes, x_rows, in) <= kSmemBudget;
+  return known && stream_smem<kGateUp>(p.slot_bytes, x_rows, in) <= kSmemBudget;
 }
 
 int sm_count() {
@@ -311,9 +317,9 @@ template <bool kGateUp>
 void launch_stream(const StreamParams& p, DType type, int x_rows, cudaStream_t s) {
   dispatch_streamed_type(type, [&](auto t) {
     constexpr DType T = decltype(t)::value;
-    const size_t smem = stream_smem(p.slot_bytes, x_rows, p.in);
+    const size_t smem = stream_smem<kGateUp>(p.slot_bytes, x_rows, p.in);
     allow_smem<moe_stream_kernel<T, kGateUp>>(kSmemBudget);
-    launch_pdl_smem(moe_stream_kernel<T, kGateUp>, sm_count(), kThreads, smem, s, p);
+    launch_pdl_smem(moe_stream_kernel<T, kGateUp>, sm_count(), 32 * kWarps<kGateUp>, smem, s, p);
   });
   ZINC_CUDA_LAUNCHED(kGateUp ? "moe_stream gate_up" : "moe_stream down");
 }
@@ -324,7 +330,7 @@ bool stream_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routi
                     cudaStream_t s) {
   StreamParams p{};
   const int n = static_cast<int>(x.rows());
-  if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape(p, ex.gate, n)) return false;
+  if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape<true>(p, ex.gate, n)) return false;
   if (reinterpret_cast<uintptr_t>(ex.up.data) % 16 != 0) return false;
   p.w[0] = static_cast<const uint8_t*>(ex.gate.data), p.w[1] = static_cast<const uint8_t*>(ex.up.data);
   p.x = x.as<const float>(), p.route = route, p.glu = expert_glu_of(ex), p.y = act;
@@ -336,7 +342,7 @@ bool stream_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routi
 bool stream_down(const ExpertWeights& ex, int k, int n, const Routing& route, const float* act, const Tensor& y,
                  const ExpertParts* parts, cudaStream_t s) {
   StreamParams p{};
-  if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape(p, ex.down, n * k)) return false;
+  if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape<false>(p, ex.down, n * k)) return false;
   p.w[0] = p.w[1] = static_cast<const uint8_t*>(ex.down.data);
   p.x = act, p.route = route, p.down_bias = ex.down_bias.as<const float>();
   p.y = parts ? parts->sums : y.as<float>();
