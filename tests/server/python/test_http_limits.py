@@ -81,15 +81,18 @@ def test_huge_body_is_413(qwen):
 def test_slow_client_is_dropped_and_others_are_served(qwen):
     s = socket.create_connection((qwen.host, qwen.port), timeout=10)
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mess")
-    t0 = time.time()
     others = qwen.client().chat.completions.create(model=qwen.model_id, messages=BODY["messages"], max_tokens=4)
     assert others.choices[0].message.content is not None
+    # The server's 2 s read timeout ends the slow request, not this socket's 10 s: by
+    # the time the other request is served (however slowly, under ASan on a loaded
+    # machine) the connection is answered and closed, or closes within the 2 s.
     try:
         data = s.recv(4096)
+    except TimeoutError:
+        raise AssertionError("the server kept the slow client's connection open for 10 s")
     except OSError:
-        data = b""
+        data = b""  # reset by the server
     s.close()
-    assert time.time() - t0 < 8  # the 2 s read timeout, not the client, ends it
     assert data == b"" or data.startswith(b"HTTP/1.1 4"), data
 
 
