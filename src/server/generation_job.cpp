@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/harmony_channels.h"
 #include "server/thinking.h"
 #include "text/grammar.h"
 
@@ -26,12 +27,16 @@ std::string random_id() {
   return buf;
 }
 
+// The schema of a tool's arguments: its parameters, or any object when it gives none.
+nlohmann::ordered_json arguments_schema(const nlohmann::json& parameters) {
+  return parameters.empty() ? nlohmann::ordered_json{{"type", "object"}}
+                            : nlohmann::ordered_json::parse(parameters.dump());
+}
+
 // The schema of one tool call in the JSON format the parser reads.
 nlohmann::ordered_json call_schema(const std::string& name, const nlohmann::json& parameters) {
-  nlohmann::ordered_json args = parameters.empty() ? nlohmann::ordered_json{{"type", "object"}}
-                                                    : nlohmann::ordered_json::parse(parameters.dump());
   return {{"type", "object"},
-          {"properties", {{"name", {{"const", name}}}, {"arguments", args}}},
+          {"properties", {{"name", {{"const", name}}}, {"arguments", arguments_schema(parameters)}}},
           {"required", {"name", "arguments"}}};
 }
 
@@ -64,13 +69,38 @@ GenerationJob common_job(const GenerationParams& g, const JobContext& c, const c
   return job;
 }
 
+bool must_call(const ChatRequest& r) {
+  return r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named;
+}
+
+// A harmony reply that calls a function: an optional analysis message, then
+// `<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`
+// (after kHarmonyCallHeader, which a budget may force) and the arguments. The tags
+// are special tokens; <|call|> ends it.
+std::shared_ptr<const text::Grammar> harmony_call_grammar(const ChatRequest& r) {
+  using text::special_token;
+  const std::string channel = special_token("<|channel|>"), message = special_token("<|message|>");
+  std::vector<text::JsonChoice> calls;
+  for (const auto& [name, params] : r.tool_parameters) {
+    if (r.tool_choice == ToolChoice::Named && name != r.tool_name) continue;
+    const std::string header =
+        channel + "commentary to=functions." + name + " " + special_token("<|constrain|>") + "json" + message;
+    calls.push_back({header, arguments_schema(params), ""});
+  }
+  const text::FreePassage analysis{channel + "analysis" + message,
+                                   special_token("<|end|>") + special_token("<|start|>") + "assistant"};
+  return text::grammar_from_json_choices(calls, analysis);
+}
+
 // The grammar a chat request's answer must follow, or null. When the prompt opened
 // a thought, the grammar starts after it: after </think> and the blank line the
-// templates put there.
+// templates put there. A harmony reply's call grammar covers the whole reply; its
+// response format grammar starts at the final message (InFinalMessage).
 std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const ChatPrompt& prompt) {
   const std::string after_thought = prompt.in_reasoning ? "\n\n" : "";
   try {
-    if (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) {
+    if (must_call(r) && prompt.harmony) return harmony_call_grammar(r);
+    if (must_call(r)) {
       nlohmann::ordered_json schema;
       if (r.tool_choice == ToolChoice::Named) {
         schema = call_schema(r.tool_name, r.tool_parameters.at(r.tool_name));
@@ -92,6 +122,17 @@ std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const 
   return nullptr;
 }
 
+// The call grammar's processor: harmony's tags as the special tokens they are, and
+// only <|call|> to end.
+std::unique_ptr<LogitsProcessor> harmony_call_processor(std::shared_ptr<const text::Grammar> grammar,
+                                                        const JobContext& c) {
+  std::vector<int32_t> tags, end = c.eog_ids;
+  for (const char* tag : {"<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|start|>"})
+    if (auto id = c.tokenizer.find_token(tag)) tags.push_back(*id);
+  if (auto call = c.tokenizer.find_token("<|call|>")) end = {*call};
+  return text::make_grammar_processor(std::move(grammar), c.tokenizer, std::move(end), std::move(tags));
+}
+
 }  // namespace
 
 GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c) {
@@ -108,11 +149,19 @@ GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, cons
   if (r.thinking_budget >= 0 && thinks)
     job.request.processors.push_back(
         std::make_unique<ThinkingBudget>(c.tokenizer, r.thinking_budget, prompt.in_reasoning, prompt.may_open));
-  if (auto grammar = answer_grammar(r, prompt)) {
-    auto p = text::make_grammar_processor(grammar, c.tokenizer, c.eog_ids);
-    if (prompt.in_reasoning) p = std::make_unique<AfterThought>(c.tokenizer, std::move(p));
-    job.request.processors.push_back(std::move(p));
+  if (r.thinking_budget >= 0 && prompt.harmony)
+    job.request.processors.push_back(std::make_unique<HarmonyBudget>(
+        c.tokenizer, r.thinking_budget, must_call(r) ? kHarmonyCallHeader : kHarmonyFinalHeader));
+  auto grammar = answer_grammar(r, prompt);
+  if (!grammar) return job;
+  if (prompt.harmony && must_call(r)) {
+    job.request.processors.push_back(harmony_call_processor(grammar, c));
+    return job;
   }
+  auto p = text::make_grammar_processor(grammar, c.tokenizer, c.eog_ids);
+  if (prompt.in_reasoning) p = std::make_unique<AfterThought>(c.tokenizer, std::move(p));
+  if (prompt.harmony) p = std::make_unique<InFinalMessage>(c.tokenizer, std::move(p));
+  job.request.processors.push_back(std::move(p));
   return job;
 }
 

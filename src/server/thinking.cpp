@@ -41,6 +41,13 @@ void ThoughtTracker::accept(int32_t token) {
   if (tail_.size() > kClose.size()) tail_.erase(0, tail_.size() - kClose.size());
 }
 
+void force_token(std::span<float> logits, int32_t token) {
+  const float keep = logits[static_cast<size_t>(token)];
+  std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
+  // Whatever the model thought of it, the forced token must stay finite.
+  logits[static_cast<size_t>(token)] = std::isfinite(keep) ? keep : 0.0f;
+}
+
 ThinkingBudget::ThinkingBudget(const text::Tokenizer& tokenizer, int64_t budget, bool in_reasoning, bool may_open)
     : tracker_(tokenizer, in_reasoning, may_open),
       budget_(budget),
@@ -49,11 +56,7 @@ ThinkingBudget::ThinkingBudget(const text::Tokenizer& tokenizer, int64_t budget,
 void ThinkingBudget::process(std::span<float> logits) {
   if (!forcing_ && tracker_.thinking() && spent_ >= budget_) forcing_ = true;
   if (!forcing_ || forced_ >= closing_.size()) return;
-  const int32_t next = closing_[forced_];
-  const float keep = logits[static_cast<size_t>(next)];
-  std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
-  // Whatever the model thought of it, the forced token must stay finite.
-  logits[static_cast<size_t>(next)] = std::isfinite(keep) ? keep : 0.0f;
+  force_token(logits, closing_[forced_]);
 }
 
 void ThinkingBudget::accept(int32_t token) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ class ThoughtTracker {
   State state_;
   std::string tail_;  // recent text, enough to see a tag split over tokens
 };
+
+// Leaves `token` the only possible choice: every other logit -inf, its own kept
+// (0 where it was not finite). The budgets force their closing text this way.
+void force_token(std::span<float> logits, int32_t token);
 
 class ThinkingBudget : public LogitsProcessor {
  public:

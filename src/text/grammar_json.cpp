@@ -35,12 +35,24 @@ const std::set<std::string> kSupported = {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) {}
-
-  Grammar compile(const std::string& prefix, const std::string& suffix) {
-    const int32_t value = schema(root_, "#");
-    const int32_t root = b_.rule("root", {GrammarBuilder::concat({GrammarBuilder::literal(prefix), {ws(), ref(value), ws()},
-                                                                  GrammarBuilder::literal(suffix)})});
+  Grammar compile(const std::vector<JsonChoice>& choices, const std::optional<FreePassage>& free_passage) {
+    using B = GrammarBuilder;
+    std::vector<Sequence> alts;
+    for (const JsonChoice& choice : choices) {
+      root_ = &choice.schema;
+      refs_.clear();  // a $ref points into its own choice's schema
+      const int32_t value = schema(choice.schema, "#");
+      alts.push_back(B::concat({lit(choice.prefix), {ws(), ref(value), ws()}, lit(choice.suffix)}));
+    }
+    int32_t root = b_.rule("root", std::move(alts));
+    if (free_passage) {
+      Symbol free_byte = B::range(0, 0xff);
+      free_byte.bytes.reset(static_cast<uint8_t>(kSpecialTokenMark));  // no special token inside
+      const int32_t text = b_.repeat("free-text", free_byte, 0, -1);
+      const int32_t passage =
+          b_.rule("free-passage", {B::concat({lit(free_passage->open), {ref(text)}, lit(free_passage->close)})});
+      root = b_.rule("after-free-passage", {{ref(root)}, {ref(passage), ref(root)}});
+    }
     return std::move(b_).build(root);
   }
 
@@ -193,7 +205,7 @@ class SchemaCompiler {
     const std::string target = ref_value.get<std::string>();
     if (target.empty() || target[0] != '#') fail(path + "/$ref", "only local references (#/...) are supported: " + target);
     try {
-      return root_.at(json::json_pointer(target.substr(1)));
+      return root_->at(json::json_pointer(target.substr(1)));
     } catch (const json::exception&) {
       fail(path + "/$ref", "cannot resolve " + target);
     }
@@ -398,7 +410,7 @@ class SchemaCompiler {
     return b_.rule("array", std::move(alts));
   }
 
-  const json& root_;
+  const json* root_ = nullptr;  // the schema being compiled
   GrammarBuilder b_;
   int32_t ws_ = -1, char_ = -1, number_ = -1, integer_ = -1, any_value_ = -1;
   std::map<std::pair<int64_t, int64_t>, int32_t> strings_;
@@ -409,7 +421,12 @@ class SchemaCompiler {
 
 std::shared_ptr<const Grammar> grammar_from_json_schema(const nlohmann::ordered_json& schema, std::string prefix,
                                                        std::string suffix) {
-  return std::make_shared<const Grammar>(SchemaCompiler(schema).compile(prefix, suffix));
+  return grammar_from_json_choices({{std::move(prefix), schema, std::move(suffix)}});
+}
+
+std::shared_ptr<const Grammar> grammar_from_json_choices(const std::vector<JsonChoice>& choices,
+                                                        const std::optional<FreePassage>& free_passage) {
+  return std::make_shared<const Grammar>(SchemaCompiler().compile(choices, free_passage));
 }
 
 std::shared_ptr<const Grammar> json_object_grammar() {

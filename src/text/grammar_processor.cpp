@@ -21,13 +21,17 @@ constexpr size_t kMaxMaskBytes = size_t{64} << 20;
 constexpr size_t kRecentGrammars = 4;
 }  // namespace
 
-TokenTrie::TokenTrie(const Tokenizer& tokenizer) : n_vocab(tokenizer.n_vocab()) {
+TokenTrie::TokenTrie(const Tokenizer& tokenizer, std::span<const int32_t> specials) : n_vocab(tokenizer.n_vocab()) {
   std::vector<std::pair<std::string, int32_t>> tokens;
   for (int32_t id = 0; id < n_vocab; ++id) {
+    if (std::find(specials.begin(), specials.end(), id) != specials.end()) {
+      tokens.emplace_back(special_token(tokenizer.token_bytes(id)), id);
+      continue;
+    }
     const TokenType type = tokenizer.token_type(id);
     if (type == TokenType::Control || type == TokenType::Unused || type == TokenType::Unknown) continue;
     std::string bytes = tokenizer.token_bytes(id);
-    if (!bytes.empty()) tokens.emplace_back(std::move(bytes), id);
+    if (!bytes.empty() && bytes.find(kSpecialTokenMark) == std::string::npos) tokens.emplace_back(std::move(bytes), id);
   }
   std::sort(tokens.begin(), tokens.end());
   std::vector<uint32_t> open;  // open[d]: the node at depth d + 1 on the current path
@@ -63,15 +67,17 @@ uint64_t TokenTrie::fingerprint(const Tokenizer& tokenizer) {
   return h;
 }
 
-std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tokenizer) {
+std::shared_ptr<const TokenTrie> TokenTrie::of(const Tokenizer& tokenizer, std::span<const int32_t> specials) {
   static std::mutex mutex;
   // Keyed by the vocabulary's contents, not the tokenizer's address: a trie may
   // outlive its tokenizer (recently used masks keep it), and addresses get reused.
-  static std::map<uint64_t, std::weak_ptr<const TokenTrie>> cache;
-  const uint64_t key = fingerprint(tokenizer);
+  static std::map<std::pair<uint64_t, std::vector<int32_t>>, std::weak_ptr<const TokenTrie>> cache;
+  std::vector<int32_t> special_ids(specials.begin(), specials.end());
+  std::sort(special_ids.begin(), special_ids.end());
+  const auto key = std::make_pair(fingerprint(tokenizer), std::move(special_ids));
   std::lock_guard<std::mutex> guard(mutex);
   if (auto trie = cache[key].lock()) return trie;
-  auto trie = std::make_shared<const TokenTrie>(tokenizer);
+  auto trie = std::make_shared<const TokenTrie>(tokenizer, specials);
   cache[key] = trie;
   return trie;
 }
@@ -141,10 +147,14 @@ namespace {
 
 class GrammarProcessor final : public LogitsProcessor {
  public:
-  GrammarProcessor(std::shared_ptr<const Grammar> grammar, const Tokenizer& tokenizer, std::vector<int32_t> eog_ids)
-      : tokenizer_(tokenizer), eog_ids_(std::move(eog_ids)) {
+  GrammarProcessor(std::shared_ptr<const Grammar> grammar, const Tokenizer& tokenizer, std::vector<int32_t> eog_ids,
+                   std::vector<int32_t> special_ids)
+      : tokenizer_(tokenizer), eog_ids_(std::move(eog_ids)), special_ids_(std::move(special_ids)) {
     if (!grammar) throw std::invalid_argument("make_grammar_processor: no grammar");
-    masks_ = GrammarMasks::of(std::move(grammar), TokenTrie::of(tokenizer));
+    for (int32_t id : special_ids_)
+      if (id < 0 || id >= tokenizer.n_vocab())
+        throw std::invalid_argument("make_grammar_processor: special token id out of range");
+    masks_ = GrammarMasks::of(std::move(grammar), TokenTrie::of(tokenizer, special_ids_));
     auto held = masks_->lock();
     state_ = masks_->matcher().initial();
   }
@@ -188,7 +198,8 @@ class GrammarProcessor final : public LogitsProcessor {
       return;
     }
     if (token < 0 || token >= tokenizer_.n_vocab()) throw std::invalid_argument("grammar: token id out of range");
-    const std::string bytes = tokenizer_.token_bytes(token);
+    const bool special = std::find(special_ids_.begin(), special_ids_.end(), token) != special_ids_.end();
+    const std::string bytes = special ? special_token(tokenizer_.token_bytes(token)) : tokenizer_.token_bytes(token);
     auto held = masks_->lock();
     const GrammarMatcher::State next = masks_->matcher().advance(state_, bytes);
     if (next == GrammarMatcher::kDead)
@@ -198,7 +209,7 @@ class GrammarProcessor final : public LogitsProcessor {
 
  private:
   const Tokenizer& tokenizer_;
-  std::vector<int32_t> eog_ids_;
+  std::vector<int32_t> eog_ids_, special_ids_;
   std::shared_ptr<GrammarMasks> masks_;
   GrammarMatcher::State state_ = GrammarMatcher::kDead;
   bool ended_ = false;
@@ -208,8 +219,9 @@ class GrammarProcessor final : public LogitsProcessor {
 }  // namespace
 
 std::unique_ptr<LogitsProcessor> make_grammar_processor(std::shared_ptr<const Grammar> grammar,
-                                                        const Tokenizer& tokenizer, std::vector<int32_t> eog_ids) {
-  return std::make_unique<GrammarProcessor>(std::move(grammar), tokenizer, std::move(eog_ids));
+                                                        const Tokenizer& tokenizer, std::vector<int32_t> eog_ids,
+                                                        std::vector<int32_t> special_ids) {
+  return std::make_unique<GrammarProcessor>(std::move(grammar), tokenizer, std::move(eog_ids), std::move(special_ids));
 }
 
 }  // namespace zinc::text

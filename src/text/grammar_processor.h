@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,10 +34,12 @@ struct TokenTrie {
   uint32_t max_depth = 0;
   int32_t n_vocab = 0;
 
-  // Every token but control, unused and unknown ones, and those with no bytes.
-  explicit TokenTrie(const Tokenizer& tokenizer);
-  // Shared per vocabulary (same token texts and types) while something uses it.
-  static std::shared_ptr<const TokenTrie> of(const Tokenizer& tokenizer);
+  // Every token but control, unused and unknown ones, those with no bytes and those
+  // holding kSpecialTokenMark (grammar.h), which no UTF-8 text holds; `specials` (control
+  // tokens) join, spelled special_token(text).
+  explicit TokenTrie(const Tokenizer& tokenizer, std::span<const int32_t> specials = {});
+  // Shared per vocabulary (same token texts and types) and specials while something uses it.
+  static std::shared_ptr<const TokenTrie> of(const Tokenizer& tokenizer, std::span<const int32_t> specials = {});
   // A hash of the token texts and types (about a millisecond for 150k tokens).
   static uint64_t fingerprint(const Tokenizer& tokenizer);
 };

@@ -1,15 +1,12 @@
 // The server's reply pipeline (ReplyStream) on gpt-oss replies tokenized by
 // o200k-tiny, gpt-oss's tokenizer stand-in, whose byte-level BPE splits multi-byte
 // characters over tokens: every delta holds whole characters and no tag.
-#include <cstdlib>
-#include <filesystem>
 
 #include <gtest/gtest.h>
 
-#include "gguf/gguf.h"
 #include "server/reply_stream.h"
 #include "test_util.h"
-#include "text/hf_vocab.h"
+#include "text/o200k_tiny.h"
 #include "text/stream_decoder.h"
 
 namespace zinc::server {
@@ -22,23 +19,7 @@ bool valid_utf8(const std::string& s) {
 
 class HarmonyReplyStream : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    namespace fs = std::filesystem;
-    const fs::path src = fs::path(test::source_dir()) / "tests/data/text/o200k-tiny";
-    const fs::path dir = fs::path(test::temp_dir()) / "harmony_o200k_tiny";
-    fs::create_directories(dir);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-      const std::string cmd = "xz -dc '" + (src / (std::string(f) + ".xz")).string() + "' > '" + (dir / f).string() + "'";
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
-    text::write_hf_vocab_gguf(dir.string(), (dir / "vocab.gguf").string());
-    file_ = gguf::GgufFile::open((dir / "vocab.gguf").string()).release();
-    tok_ = text::Tokenizer::from_gguf(*file_).release();
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete file_;
-  }
+  static void SetUpTestSuite() { tok_ = &test::o200k_tiny(); }
   // The reply's tokens through a harmony ReplyStream with tools on; every delta is
   // checked for whole characters and no tag.
   static ReplyDelta stream(const std::string& reply) {
@@ -64,11 +45,9 @@ class HarmonyReplyStream : public ::testing::Test {
     take(rs.finish());
     return all;
   }
-  static gguf::GgufFile* file_;
-  static text::Tokenizer* tok_;
+  static const text::Tokenizer* tok_;
 };
-gguf::GgufFile* HarmonyReplyStream::file_ = nullptr;
-text::Tokenizer* HarmonyReplyStream::tok_ = nullptr;
+const text::Tokenizer* HarmonyReplyStream::tok_ = nullptr;
 
 TEST_F(HarmonyReplyStream, TokensToDeltasNeverCutCharactersOrLeakTags) {
   const std::string reply =

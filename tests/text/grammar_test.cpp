@@ -163,6 +163,29 @@ TEST(Grammar, LiteralTextAroundTheJson) {
   EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}"));
 }
 
+TEST(Grammar, ChoicesEachWithTheirOwnTextAndSchema) {
+  const auto g = grammar_from_json_choices(
+      {{"a:", json::parse(R"({"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}})"), ";"},
+       {"b:", json::parse(R"({"$ref": "#/$defs/n", "$defs": {"n": {"type": "string"}}})"), ""}});
+  EXPECT_TRUE(accepts(g, "a:1;"));
+  EXPECT_TRUE(accepts(g, "b:\"x\""));
+  EXPECT_FALSE(accepts(g, "a:\"x\";"));  // each $ref resolves in its own choice's schema
+  EXPECT_FALSE(accepts(g, "b:1"));
+  EXPECT_FALSE(accepts(g, "a:1"));
+}
+
+TEST(Grammar, AFreePassageMayComeFirst) {
+  const std::string end = special_token("<|end|>");
+  const auto g = grammar_from_json_choices({{"call:", json::parse(R"({"type": "object"})"), ""}},
+                                           FreePassage{"think:", end});
+  EXPECT_TRUE(accepts(g, "call:{}"));
+  EXPECT_TRUE(accepts(g, "think:" + end + "call:{}"));
+  EXPECT_TRUE(accepts(g, "think:any <|end|> text, {\"x\": \xc3\xa9" + end + "call:{}"));
+  EXPECT_FALSE(accepts(g, "think:a" + end + "b" + end + "call:{}"));  // no special token inside
+  EXPECT_FALSE(accepts(g, "think:a" + end));
+  EXPECT_FALSE(accepts(g, "think:a<|end|>call:{}"));  // text spelling the tag is not the tag
+}
+
 TEST(Grammar, UnsupportedKeywordsAreNamed) {
   EXPECT_NE(schema_error(R"({"type": "string", "pattern": "^a"})").find("'pattern'"), std::string::npos);
   EXPECT_NE(schema_error(R"({"type": "object", "properties": {"n": {"type": "number", "minimum": 0}}})")

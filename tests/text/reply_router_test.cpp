@@ -4,16 +4,13 @@
 // unchanged. Then the same through TextStreamer on o200k-tiny's tokens.
 #include "cli/text/reply_router.h"
 
-#include <cstdlib>
-#include <filesystem>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "cli/text/text_generation.h"
-#include "gguf/gguf.h"
 #include "test_util.h"
-#include "text/hf_vocab.h"
+#include "text/o200k_tiny.h"
 #include "text/stream_decoder.h"
 
 namespace zinc::cli {
@@ -114,23 +111,7 @@ TEST(ReplyRouter, OtherTemplatesStreamTextUnchanged) {
 // tokens: what reaches stdout and stderr.
 class HarmonyTextStreamer : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    namespace fs = std::filesystem;
-    const fs::path src = fs::path(test::source_dir()) / "tests/data/text/o200k-tiny";
-    const fs::path dir = fs::path(test::temp_dir()) / "reply_router_o200k_tiny";
-    fs::create_directories(dir);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-      const std::string cmd = "xz -dc '" + (src / (std::string(f) + ".xz")).string() + "' > '" + (dir / f).string() + "'";
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
-    text::write_hf_vocab_gguf(dir.string(), (dir / "vocab.gguf").string());
-    file_ = gguf::GgufFile::open((dir / "vocab.gguf").string()).release();
-    tok_ = text::Tokenizer::from_gguf(*file_).release();
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete file_;
-  }
+  static void SetUpTestSuite() { tok_ = &test::o200k_tiny(); }
   static Printed stream(const std::string& reply, bool harmony) {
     TextStreamer streamer(*tok_, harmony);
     testing::internal::CaptureStdout();
@@ -145,11 +126,9 @@ class HarmonyTextStreamer : public ::testing::Test {
     p.reasoning = streamer.reply().reasoning();
     return p;
   }
-  static gguf::GgufFile* file_;
-  static text::Tokenizer* tok_;
+  static const text::Tokenizer* tok_;
 };
-gguf::GgufFile* HarmonyTextStreamer::file_ = nullptr;
-text::Tokenizer* HarmonyTextStreamer::tok_ = nullptr;
+const text::Tokenizer* HarmonyTextStreamer::tok_ = nullptr;
 
 TEST_F(HarmonyTextStreamer, PrintsTheAnswerAndTheReasoningApart) {
   const std::string reply =
