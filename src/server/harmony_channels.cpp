@@ -1,19 +1,15 @@
 // Harmony reply tracking, the analysis budget (see harmony_channels.h).
 #include "server/harmony_channels.h"
 
-#include <array>
-
 #include "server/thinking.h"
+#include "text/harmony_splitter.h"
 
 namespace zinc::server {
 namespace {
 
 constexpr std::string_view kMessage = "<|message|>";
-constexpr std::string_view kChannel = "<|channel|>";
 constexpr std::string_view kStart = "<|start|>";
-// What ends a body; <|start|> (a missing <|end|>) also opens the next header.
-constexpr std::array<std::string_view, 4> kBodyEnds = {"<|end|>", "<|return|>", "<|call|>", kStart};
-constexpr size_t kLongestBodyEnd = std::string_view("<|return|>").size();
+constexpr size_t kLongestBodyEnd = std::string_view("<|return|>").size();  // of harmony_body_end's tags
 
 std::vector<int32_t> encode(const text::Tokenizer& tokenizer, std::string_view text) {
   return tokenizer.encode(text, /*parse_special=*/true, /*add_bos=*/false, /*add_eos=*/false);
@@ -28,25 +24,12 @@ void HarmonyTracker::accept(int32_t token) {
     if (!in_body_) {
       const size_t at = text_.find(kMessage);
       if (at == std::string::npos) return;
-      // The channel is the word after <|channel|>, up to a space or the next tag.
-      const size_t channel = text_.rfind(kChannel, at);
-      channel_.clear();
-      if (channel != std::string::npos) {
-        const size_t from = channel + kChannel.size();
-        const std::string_view name = std::string_view(text_).substr(from, at - from);
-        channel_ = name.substr(0, name.find_first_of(" <"));
-      }
+      channel_ = text::harmony_header_field(std::string_view(text_).substr(0, at), "<|channel|>");
       in_body_ = true;
       text_.erase(0, at + kMessage.size());
       continue;
     }
-    size_t end = std::string::npos;
-    std::string_view tag;
-    for (std::string_view t : kBodyEnds)
-      if (const size_t at = text_.find(t); at < end) {
-        end = at;
-        tag = t;
-      }
+    const auto [end, tag] = text::harmony_body_end(text_);
     if (end == std::string::npos) {
       if (text_.size() > kLongestBodyEnd) text_.erase(0, text_.size() - kLongestBodyEnd);
       return;

@@ -31,24 +31,31 @@ size_t partial_tag_tail(std::string_view text, const std::array<std::string_view
   return keep;
 }
 
-// The word after `key` in a header, up to a space or the next tag; empty when absent.
-std::string_view header_field(std::string_view header, std::string_view key) {
+
+}  // namespace
+
+std::pair<size_t, std::string_view> harmony_body_end(std::string_view text) {
+  std::pair<size_t, std::string_view> first{std::string_view::npos, {}};
+  for (std::string_view tag : kBodyEnds)
+    if (const size_t at = text.find(tag); at < first.first) first = {at, tag};
+  return first;
+}
+
+std::string_view harmony_header_field(std::string_view header, std::string_view key) {
   const size_t at = header.find(key);
   if (at == std::string_view::npos) return {};
   const std::string_view rest = header.substr(at + key.size());
   return rest.substr(0, rest.find_first_of(" <"));
 }
 
-}  // namespace
-
 void HarmonySplitter::open_message(std::string_view header) {
   constexpr std::string_view kFunctions = "functions.";
-  const std::string_view recipient = header_field(header, "to=");
+  const std::string_view recipient = harmony_header_field(header, "to=");
   call_name_.clear();
   call_body_.clear();
   message_wrote_ = false;
   if (recipient.empty()) {
-    target_ = header_field(header, "<|channel|>") == "analysis" ? Target::Reasoning : Target::Content;
+    target_ = harmony_header_field(header, "<|channel|>") == "analysis" ? Target::Reasoning : Target::Content;
   } else if (tools_ && recipient.starts_with(kFunctions) && recipient.size() > kFunctions.size()) {
     target_ = Target::Call;
     call_name_ = recipient.substr(kFunctions.size());
@@ -117,13 +124,7 @@ HarmonyText HarmonySplitter::push(std::string_view piece) {
         continue;
       }
       case State::Body: {
-        size_t end = std::string::npos;
-        std::string_view tag;
-        for (std::string_view t : kBodyEnds)
-          if (const size_t at = held_.find(t); at < end) {
-            end = at;
-            tag = t;
-          }
+        const auto [end, tag] = harmony_body_end(held_);
         if (end == std::string::npos) {
           const size_t keep = partial_tag_tail(held_, kBodyEnds);
           emit(std::string_view(held_).substr(0, held_.size() - keep), out);

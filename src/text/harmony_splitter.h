@@ -16,6 +16,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace zinc::text {
@@ -24,6 +25,14 @@ namespace zinc::text {
 inline bool is_harmony_template(std::string_view chat_template) {
   return chat_template.find("<|channel|>") != std::string_view::npos;
 }
+
+// Where a message body ends in `text`: the offset of the first of <|end|>, <|return|>,
+// <|call|> and <|start|> (a missing <|end|>: it also opens the next header) and that
+// tag, or npos and an empty tag.
+std::pair<size_t, std::string_view> harmony_body_end(std::string_view text);
+// The word after `key` (`<|channel|>`, ` to=`) in a message header, up to a space or the
+// next tag; empty when absent.
+std::string_view harmony_header_field(std::string_view header, std::string_view key);
 
 struct HarmonyCall {
   std::string name;
