@@ -76,16 +76,23 @@ void allow_smem(size_t bytes) {
   (void)done;
 }
 
+// The current device's multiprocessors.
+inline int sm_count() {
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  return sms;
+}
+
 // Blocks of `Kernel` that fit on the whole GPU at once (one wave), with `dynamic_smem`
 // bytes of dynamic shared memory each, which the kernel is allowed to take.
 template <auto Kernel>
 int resident_blocks(int threads, size_t dynamic_smem) {
   allow_smem<Kernel>(dynamic_smem);
-  int device = 0, sms = 0, per_sm = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  int per_sm = 0;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, dynamic_smem),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  const int sms = sm_count();
   return sms * per_sm > 1 ? sms * per_sm : 1;
 }
 template <class... Params, class... Args>

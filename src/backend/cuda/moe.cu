@@ -379,6 +379,7 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
   // Large experts (gpt-oss's) are streamed (moe_stream.cu); these kernels take the rest.
   if (!stream_gate_up(x, ex, k, route, act, s)) launch_gate_up(x, ex, k, route, act, s);
   if (stream_down(ex, k, n, route, act, y, parts, s)) return;
+  // 4 output rows a block (launch_gate_up's comment has the sweep).
   DownParams dp{static_cast<const uint8_t*>(down.data),
                 down.row_bytes(),
                 0,

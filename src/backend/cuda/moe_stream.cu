@@ -277,8 +277,8 @@ size_t stream_smem(int slot_bytes, int x_rows, int in) {
 }
 
 // The types streamed (every other goes through moe.cu's kernels): gpt-oss's MXFP4,
-// and the K-quants of re-quantized files. (Q8_0 rows of gpt-oss's 2880 elements do
-// not fit six slots for sixteen warps.)
+// and the K-quants of re-quantized files. (Q8_0 rows of gpt-oss's 2880 elements, 3060
+// bytes, would need 395 KB of rings for 32 warps.)
 template <class F>
 bool dispatch_streamed_type(DType t, F&& f) {
   switch (t) {
@@ -302,16 +302,6 @@ bool stream_shape(StreamParams& p, const Tensor& w, int x_rows) {
   p.in = in, p.out = out, p.row_bytes = row_bytes;
   p.slot_bytes = static_cast<int>((row_bytes + 15) / 16 * 16 + 16);
   return known && stream_smem<kGateUp>(p.slot_bytes, x_rows, in) <= kSmemBudget;
-}
-
-int sm_count() {
-  static const int sms = [] {
-    int device = 0, n = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-    return n;
-  }();
-  return sms;
 }
 
 template <bool kGateUp>
