@@ -1,15 +1,20 @@
 // The pipelined tensor-core tile product of the prefill kernels (matmul_tiled.cu,
-// moe_grouped.cu) for the weight types whose k-chunks are whole 8- or 16-byte
-// pieces (Q8_0, Q4_K, Q5_K): a block of 8 warps computes 128 weight rows x BN tokens
+// moe_grouped.cu) for the weight types whose k-chunks can be staged as raw bytes
+// (Q8_0, Q4_K, Q5_K, MXFP4): a block of 8 warps computes 128 weight rows x BN tokens
 // (f16 token rows, f32 accumulate).
 //
 // The raw weight bytes of a k-chunk (one K-quant super-block of 256, four Q8_0
-// blocks) and the token rows' chunk are copied to shared memory with cp.async,
-// up to 4 chunks in flight, so global latency overlaps the math of earlier chunks;
-// one barrier per chunk. Each warp owns 16 weight rows and every token of the tile,
-// and each thread dequantizes its own mma.sync A fragments straight from the staged
-// bytes: every weight element is dequantized once per block, with no weight tile in
-// shared memory and no barrier between the k-steps of 64.
+// blocks, eight MXFP4 blocks) and the token rows' chunk are copied to shared memory
+// with cp.async, up to 4 chunks in flight, so global latency overlaps the math of
+// earlier chunks; one barrier per chunk. Each warp owns 16 weight rows and every
+// token of the tile, and each thread dequantizes its own mma.sync A fragments
+// straight from the staged bytes: every weight element is dequantized once per
+// block, with no weight tile in shared memory and no barrier between the k-steps of 64.
+//
+// MXFP4 rows (17-byte blocks: gpt-oss's 2880-element rows are 1530 bytes) are not even
+// 4-byte aligned, so each row's chunk is copied in 16-byte pieces from the boundary
+// below it and read at its offset ("shifted"); its rows need only k % 64 == 0 (a last
+// chunk of 64 to 192 elements computes only its k-steps).
 //
 // Why f16 and not bf16: a 4- or 8-bit code ORed under the exponent of 1024.0 is an
 // exact f16, so two codes become f16 with one LOP3 or PRMT, and one HSUB2 + HFMA2
@@ -43,8 +48,9 @@ constexpr int kRows = 128;  // 16 per warp
 // (228 KiB, 1 KiB reserved per block).
 constexpr int kSmemBudget = 113 * 1024;
 
+// Rows staged from the 16-byte boundary below each chunk and read at their offset.
 template <DType T>
-inline constexpr bool kPipelined = T == DType::Q8_0 || T == DType::Q4_K || T == DType::Q5_K;
+inline constexpr bool kShifted = T == DType::MXFP4;
 
 // Staged bytes per weight row: the chunk padded (by at most 32) to 32 or 96 mod 128,
 // so the 4 rows of a half-warp's 8-byte loads fall on distinct banks.
@@ -57,11 +63,12 @@ constexpr int a_stride(int chunk_bytes) {
 
 template <DType T, int BN>
 struct Config {
-  static constexpr int kChunk = Dequant<T>::kBlockElems == 256 ? 256 : 128;  // k per stage
+  static constexpr int kChunk = Dequant<T>::kBlockElems == 256 || kShifted<T> ? 256 : 128;  // k per stage
   static constexpr int kChunkBytes = kChunk / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
-  static constexpr int kPiece = kChunkBytes % 16 == 0 ? 16 : 8;  // cp.async size for weights
-  static constexpr int kAPieces = kChunkBytes / kPiece;          // per weight row
-  static constexpr int kAStride = a_stride(kChunkBytes);
+  static constexpr int kPiece = kShifted<T> || kChunkBytes % 16 == 0 ? 16 : 8;  // cp.async size for weights
+  // Per weight row; a shifted chunk starts up to 15 bytes into its first piece.
+  static constexpr int kAPieces = kShifted<T> ? (kChunkBytes + 15 + 15) / 16 : kChunkBytes / kPiece;
+  static constexpr int kAStride = a_stride(kAPieces * kPiece);
   static constexpr int kBPieces = kChunk / 8;                    // 16-byte pieces per token row
   static constexpr int kStageBytes = kRows * kAStride + BN * kChunk * 2;
   static constexpr int kPtrBytes = (kRows + BN) * 8;             // the tile's row pointers
@@ -74,6 +81,7 @@ struct Config {
 template <DType T>
 bool fits(const void* data, size_t row_bytes, int64_t k) {
   using C = Config<T, 16>;
+  if constexpr (kShifted<T>) return k % 64 == 0;
   return k % C::kChunk == 0 && row_bytes % C::kPiece == 0 && reinterpret_cast<uintptr_t>(data) % C::kPiece == 0;
 }
 
@@ -185,6 +193,43 @@ template <> struct Frag<DType::Q5_K> {
   }
 };
 
+// 8 bytes at any address of shared memory: two funnel shifts over the 3 words around them.
+__device__ __forceinline__ uint2 load_unaligned8(const uint8_t* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const auto* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+  const uint32_t sh = 8 * (a & 3);
+  return make_uint2(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh));
+}
+
+// MXFP4 chunk: 8 blocks of (E8M0 exponent e, 16 bytes of 4-bit E2M1 codes; element j
+// the low nibble of byte j, element j + 16 its high nibble). A code's 3 magnitude
+// bits placed at f16 bits 9-11 and its sign at bit 15 are exactly its E2M1 value
+// (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^-14, the subnormal codes included; ggml's
+// value is twice the E2M1 value times 2^(e - 128), so the scale word is 2^(e - 113)
+// in both halves. The products are the weights as f16 numbers: exact for e in
+// 104..128 (blocks whose weights lie between 2^-24 and 12 in magnitude); below, the
+// small ones round to f16 subnormals or 0; above 128 the scale is infinite, so such
+// a file shows NaN rather than a quietly wrong product.
+template <> struct Frag<DType::MXFP4> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const int e = row[17 * s];
+    const uint32_t h = e > 128 ? 0x7C00u : e >= 99 ? static_cast<uint32_t>(e - 98) << 10 : e >= 89 ? 1u << (e - 89) : 0u;
+    return h | (h << 16);
+  }
+  // The codes in bits 0-3 and 16-19 of w (the rest ignored) as an f16 pair.
+  __device__ static uint32_t e2m1_pair(uint32_t w) { return ((w << 9) & 0x0E000E00u) | ((w << 12) & 0x80008000u); }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const uint2 q = load_unaligned8(row + 17 * s + 1 + (l & 15));
+    const int shift = l & 16 ? 4 : 0;
+    const uint32_t x = q.x >> shift, y = q.y >> shift;
+    const __half2 d = as_half2(scale);
+    out[0] = as_u32(__hmul2(as_half2(e2m1_pair(x)), d));
+    out[1] = as_u32(__hmul2(as_half2(e2m1_pair(x >> 8)), d));
+    out[2] = as_u32(__hmul2(as_half2(e2m1_pair(y)), d));
+    out[3] = as_u32(__hmul2(as_half2(e2m1_pair(y >> 8)), d));
+  }
+};
+
 template <DType T, int BN>
 struct Tile {
   using C = Config<T, BN>;
@@ -192,34 +237,57 @@ struct Tile {
   const uint8_t* const* arows;        // [kRows], null: zeros
   const __half* const* brows;  // [BN], null: zeros
   const void* any;                    // a valid global address for the zero copies
+  int k;                              // elements per row
 
   __device__ uint8_t* stage(int i) const { return smem + i * C::kStageBytes; }
 
+  // How far a weight row's chunk starts past a 16-byte boundary: where it starts in its staged copy (shifted).
+  __device__ static int shift(const uint8_t* row, int chunk) {
+    return static_cast<int>((reinterpret_cast<uintptr_t>(row) + static_cast<size_t>(chunk) * C::kChunkBytes) % 16);
+  }
+
   __device__ void issue(int chunk, uint8_t* st) const {
+    const size_t row_bytes = static_cast<size_t>(k) / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
 #pragma unroll
     for (int q = threadIdx.x; q < kRows * C::kAPieces; q += kThreads) {
       const int r = q / C::kAPieces, p = q % C::kAPieces;
       const uint8_t* src = arows[r];
-      cp_async<C::kPiece>(st + r * C::kAStride + p * C::kPiece,
-                          src ? src + static_cast<size_t>(chunk) * C::kChunkBytes + p * C::kPiece : any, src != nullptr);
+      const uint8_t* piece = nullptr;
+      if (src) {
+        const int64_t at = static_cast<int64_t>(chunk) * C::kChunkBytes + p * C::kPiece;
+        if constexpr (kShifted<T>) {  // from the boundary below the chunk; pieces past the row's end are zeros
+          const int64_t from = at - shift(src, chunk);
+          if (from < static_cast<int64_t>(row_bytes)) piece = src + from;
+        } else {
+          piece = src + at;
+        }
+      }
+      cp_async<C::kPiece>(st + r * C::kAStride + p * C::kPiece, piece ? piece : any, piece != nullptr);
     }
     auto* sb = reinterpret_cast<__half*>(st + kRows * C::kAStride);
 #pragma unroll
     for (int q = threadIdx.x; q < BN * C::kBPieces; q += kThreads) {
       const int j = q / C::kBPieces, p = q % C::kBPieces;
       const __half* src = brows[j];
-      cp_async<16>(sb + j * C::kChunk + 8 * b_group(j, p),
-                   src ? src + static_cast<size_t>(chunk) * C::kChunk + 8 * p : any, src != nullptr);
+      const int e = chunk * C::kChunk + 8 * p;
+      cp_async<16>(sb + j * C::kChunk + 8 * b_group(j, p), src && e < k ? src + e : any, src && e < k);
     }
   }
 
   // acc[nt][i]: rows 16·warp + lane / 4 + 8·(i / 2), token 8·nt + 2·(lane % 4) + i % 2.
-  __device__ void compute(const uint8_t* st, float (&acc)[BN / 8][4]) const {
+  __device__ void compute(const uint8_t* st, int chunk, float (&acc)[BN / 8][4]) const {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const uint8_t* rows[2] = {st + (16 * warp + g) * C::kAStride, st + (16 * warp + g + 8) * C::kAStride};
+    const int r0 = 16 * warp + g, r1 = r0 + 8;
+    const uint8_t* rows[2] = {st + r0 * C::kAStride, st + r1 * C::kAStride};
+    if constexpr (kShifted<T>) {
+      if (arows[r0]) rows[0] += shift(arows[r0], chunk);
+      if (arows[r1]) rows[1] += shift(arows[r1], chunk);
+    }
+    const int left = k - chunk * C::kChunk;  // a shifted type's last chunk may be short
     const auto* sb = reinterpret_cast<const __half*>(st + kRows * C::kAStride);
 #pragma unroll
     for (int j = 0; j < C::kChunk / 64; ++j) {
+      if (kShifted<T> && 64 * j >= left) break;
       // The 4 scales of this step (rows g, g + 8 x runs 0, 1): lane t of the 4 that
       // share g decodes scale t, then they swap.
       const uint32_t mine = Frag<T>::scale(rows[t / 2], 2 * j + t % 2);
@@ -269,8 +337,8 @@ __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, c
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
   __syncthreads();
-  const Tile<T, BN> tile{smem, arows, brows, any};
-  const int chunks = k / C::kChunk;
+  const Tile<T, BN> tile{smem, arows, brows, any, k};
+  const int chunks = (k + C::kChunk - 1) / C::kChunk;
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
     if (s < chunks) tile.issue(s, tile.stage(s));
@@ -282,7 +350,7 @@ __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, c
     const int next = c + C::kStages - 1;
     if (next < chunks) tile.issue(next, tile.stage(next % C::kStages));
     cp_async_commit();
-    tile.compute(tile.stage(c % C::kStages), acc);
+    tile.compute(tile.stage(c % C::kStages), c, acc);
   }
 }
 

@@ -1,9 +1,10 @@
 // Mixture of experts for batches (n > kMatvecMaxTokens): the (token, slot) pairs
 // are grouped by expert on the GPU, so every expert's weights are read and
-// dequantized once per tile of its tokens (16 or 32) instead of once per token:
+// dequantized once per tile of its tokens (16, 32 or 64) instead of once per token:
 // through the pipelined tile product of mma_pipe.cuh when all three weights are
-// Q8_0 / Q4_K / Q5_K, else the generic mma_tile.cuh. (A 512-token batch gives an
-// expert of 256 16 tokens on average, so wider tiles would mostly multiply padding.)
+// Q8_0 / Q4_K / Q5_K / MXFP4, else the generic mma_tile.cuh. The tile follows the
+// average tokens per expert: a 512-token batch gives the flagship's 256 experts 16
+// each, gpt-oss-20b's 32 experts 64.
 //
 //   1. x -> f16 (bf16 for the generic tiles) once (each token row is read by its k
 //      experts).
@@ -35,6 +36,9 @@ constexpr int kTokens = 32;  // tokens of one expert per tile (generic tiles)
 // (short prompts): half the tensor-core work and token staging per weight byte, and
 // room for a deeper cp.async pipeline, while few experts need a second tile.
 constexpr int kPipeTokens = 32, kPipeTokensNarrow = 16, kNarrowBelowPerExpert = 12;
+// 64 from 48 an expert: half the dequantizing per token (gpt-oss-20b's pp512 +13%,
+// pp2048 +27%; the flagship's pp2048 +6%; PERFORMANCE.md session 30).
+constexpr int kPipeTokensWide = 64, kWideFromPerExpert = 48;
 constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
 
@@ -266,7 +270,7 @@ bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
     if (!pipe::fits<DType::T>(w.data, w.row_bytes(), k)) return false;     \
     f(std::integral_constant<DType, DType::T>{});                           \
     return true;
-    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K)
+    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(MXFP4)
 #undef ZINC_PIPE_CASE
     default: return false;
   }
@@ -319,8 +323,8 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   const bool piped = dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
   if (piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
   else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
-  const bool narrow = pairs < kNarrowBelowPerExpert * E;
-  p.tile = !piped ? kTokens : narrow ? kPipeTokensNarrow : kPipeTokens;
+  const bool narrow = pairs < kNarrowBelowPerExpert * E, wide = pairs >= kWideFromPerExpert * E;
+  p.tile = !piped ? kTokens : narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;
   group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E, p.tile,
                                                      p.s.offset, p.s.tile_offset, p.s.sorted);
   ZINC_CUDA_LAUNCHED("moe_group_by_expert");
@@ -341,6 +345,7 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
       ZINC_CUDA_LAUNCHED("moe_grouped_down");
     };
     if (narrow) launch(std::integral_constant<int, kPipeTokensNarrow>{});
+    else if (wide) launch(std::integral_constant<int, kPipeTokensWide>{});
     else launch(std::integral_constant<int, kPipeTokens>{});
   } else {
     dispatch_weight_type(gate.type, [&](auto type) {
