@@ -1,8 +1,11 @@
 // The attention input stage (Backend::attention_prepare) in one launch: per token,
-// one block per query head (split query / gate, RMS norm, rope) and one per KV head
+// one warp per query head (split query / gate, RMS norm, rope) and one per KV head
 // (RMS norm and rope of k, then k and v rounded into the F16 caches). A decode step
 // ran these as seven small kernels (two slices, two norms, two ropes, kv_store).
-// Each block holds its head's row in shared memory: rope pairs dims across threads.
+// A warp, not a block, per head: a prompt has tokens x heads of them (gpt-oss-20b:
+// 512 x 72 a layer), and a block each made the launch a long queue of blocks that
+// mostly waited on their barriers (87 us a layer, PERFORMANCE.md session 30). Each
+// warp holds its head's row in shared memory: rope pairs dims across lanes.
 // Only the loads of the head's row and of the gate or v wait for the previous kernel:
 // the position, the rope's angles and the norm's weights come before the wait.
 #include <cuda_fp16.h>
@@ -13,9 +16,8 @@
 namespace zinc::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kWarps = 4;  // heads a block
 constexpr int kMaxHeadDim = 512;
-constexpr int kPerThread = kMaxHeadDim / kThreads;  // dims of a head each thread holds
 
 struct PrepareParams {
   const float* qp;      // {2D, Hq, n} (query then gate per head) with gate, else {D, Hq, n}
@@ -30,7 +32,7 @@ struct PrepareParams {
   __half* kc;           // {D, Hkv, n_ctx}
   __half* vc;
   float eps, theta, freq_scale;
-  int D, Hq, Hkv, n_ctx, n_rot;
+  int D, Hq, Hkv, n_ctx, n_rot, n_tokens;
   bool neox;
 };
 // One token for each of several sequences: token t's caches.
@@ -43,56 +45,61 @@ __device__ __forceinline__ __half* v_cache_of(const PrepareParams& p, int) { ret
 __device__ __forceinline__ __half* k_cache_of(const PrepareSeqsParams& p, int t) { return p.kcs[t]; }
 __device__ __forceinline__ __half* v_cache_of(const PrepareSeqsParams& p, int t) { return p.vcs[t]; }
 
-template <class Params>
-__global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __grid_constant__ Params p) {
-  __shared__ float row[kMaxHeadDim];
-  __shared__ float red[32];
-  const int t = blockIdx.x, h = blockIdx.y, D = p.D;
+// P dims a lane: head sizes up to 32 P.
+template <class Params, int P>
+__global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __grid_constant__ Params p) {
+  __shared__ float rows[kWarps][32 * P];
+  __shared__ float inv_freq[kMaxHeadDim / 2];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, D = p.D, H = p.Hq + p.Hkv, half = p.n_rot / 2;
+  // ---- before the wait: what no kernel of the step writes. The rope's frequencies, the
+  // positions (copied in before the step's first kernel), the angles and the norm's weights.
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    inv_freq[j] = rope_inv_freq(p.theta, p.freq_scale, p.freq_factors, j, p.n_rot);
+  __syncthreads();
+  const int item = blockIdx.x * kWarps + warp;
+  if (item >= p.n_tokens * H) return;
+  const int t = item / H, h = item % H;
   const bool is_q = h < p.Hq;
   const int64_t head = is_q ? static_cast<int64_t>(t) * p.Hq + h : static_cast<int64_t>(t) * p.Hkv + (h - p.Hq);
   const float* src = is_q ? p.qp + head * (p.gate ? 2 * D : D) : p.k + head * D;
   const float* w = is_q ? p.q_norm : p.k_norm;
+  float* row = rows[warp];
 
-  // ---- before the wait: what no kernel of the step writes. The positions were copied
-  // in before the step's first kernel; with them the rope's angles, and the norm's weights.
   const int position = p.pos[t];
-  const int half = p.n_rot / 2;
-  float wv[kPerThread], cs[kPerThread], sn[kPerThread];
+  float wv[P], cs[P], sn[P];
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int d = threadIdx.x + u * kThreads;
+  for (int u = 0; u < P; ++u) {
+    const int d = lane + 32 * u;
     wv[u] = w && d < D ? w[d] : 1.0f;
     cs[u] = 1.0f, sn[u] = 0.0f;
-    if (d < p.n_rot)
-      rope_sincos(p.theta, p.freq_scale, p.freq_factors, p.neox ? d % half : d / 2, p.n_rot, position, sn[u], cs[u]);
+    if (d < p.n_rot) sincosf(static_cast<float>(position) * inv_freq[p.neox ? d % half : d / 2], &sn[u], &cs[u]);
   }
   pdl_begin();
   if (!is_q && (position < 0 || position >= p.n_ctx)) return;
 
   // ---- the head's row and what goes out beside it (the gate, or v), in one round trip ----
-  float x[kPerThread], other[kPerThread];
+  float x[P], other[P];
   const float* beside = is_q ? (p.gate ? src + D : nullptr) : p.v + head * D;
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int d = threadIdx.x + u * kThreads;
+  for (int u = 0; u < P; ++u) {
+    const int d = lane + 32 * u;
     x[u] = d < D ? src[d] : 0.0f;
     other[u] = beside && d < D ? beside[d] : 0.0f;
   }
   float ss = 0;
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) ss += x[u] * x[u];
-  const float total = block_sum(ss, red);
-  const float inv = w ? rsqrtf(total / D + p.eps) : 1.0f;
+  for (int u = 0; u < P; ++u) ss += x[u] * x[u];
+  const float inv = w ? rsqrtf(warp_sum(ss) / D + p.eps) : 1.0f;
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int d = threadIdx.x + u * kThreads;
+  for (int u = 0; u < P; ++u) {
+    const int d = lane + 32 * u;
     if (d < D) row[d] = w ? x[u] * inv * wv[u] : x[u];
   }
-  __syncthreads();  // rope pairs dims held by other threads
+  __syncwarp();  // rope pairs dims held by other lanes
 
 #pragma unroll
-  for (int u = 0; u < kPerThread; ++u) {
-    const int d = threadIdx.x + u * kThreads;
+  for (int u = 0; u < P; ++u) {
+    const int d = lane + 32 * u;
     if (d >= D) continue;
     float out = row[d];
     if (d < p.n_rot) {
@@ -112,6 +119,18 @@ __global__ void __launch_bounds__(kThreads) attention_prepare_kernel(const __gri
   }
 }
 
+template <int P, class Params>
+void launch_prepare(const Params& p, cudaStream_t st) {
+  const unsigned blocks = static_cast<unsigned>((static_cast<int64_t>(p.n_tokens) * (p.Hq + p.Hkv) + kWarps - 1) / kWarps);
+  launch_pdl(attention_prepare_kernel<Params, P>, dim3(blocks), dim3(32 * kWarps), st, p);
+}
+template <class Params>
+void launch_prepare(const Params& p, cudaStream_t st) {
+  if (p.D <= 128) launch_prepare<4>(p, st);
+  else if (p.D <= 256) launch_prepare<8>(p, st);
+  else launch_prepare<16>(p, st);
+}
+
 }  // namespace
 
 void attention_prepare(const AttentionShape& s, const float* qp, const float* k, const float* v, const float* q_norm,
@@ -125,12 +144,12 @@ void attention_prepare(const AttentionShape& s, const float* qp, const float* k,
   p.q = q, p.gate = gate, p.eps = eps, p.theta = rope.theta, p.freq_scale = rope.freq_scale;
   p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
   p.n_ctx = static_cast<int>(s.n_ctx), p.n_rot = rope.n_rot, p.neox = rope.neox;
+  p.n_tokens = static_cast<int>(s.n_tokens);
   p.kc = reinterpret_cast<__half*>(k_caches[0]), p.vc = reinterpret_cast<__half*>(v_caches[0]);
   for (int i = 0; i < n_seqs; ++i)
     p.kcs[i] = reinterpret_cast<__half*>(k_caches[i]), p.vcs[i] = reinterpret_cast<__half*>(v_caches[i]);
-  const dim3 grid(static_cast<unsigned>(s.n_tokens), static_cast<unsigned>(s.n_head + s.n_head_kv));
-  if (n_seqs == 1) launch_pdl(attention_prepare_kernel<PrepareParams>, grid, kThreads, st, PrepareParams(p));
-  else launch_pdl(attention_prepare_kernel<PrepareSeqsParams>, grid, kThreads, st, p);
+  if (n_seqs == 1) launch_prepare(PrepareParams(p), st);
+  else launch_prepare(p, st);
   ZINC_CUDA_LAUNCHED("attention_prepare");
 }
 

@@ -140,14 +140,18 @@ __device__ __forceinline__ float half_to_float(uint16_t h) {
 }
 __device__ __forceinline__ float bf16_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 
-// Rope's sine and cosine for pair j of n_rot rotated dims at `position`: the inverse
-// frequency formed in double as the CPU reference does, the angle in f32; freq_factors
-// ({n_rot / 2} divisors) may be null.
-__device__ __forceinline__ void rope_sincos(double theta, double freq_scale, const float* freq_factors, int j, int n_rot,
-                                            int position, float& sn, float& cs) {
+// Rope's inverse frequency for pair j of n_rot rotated dims, formed in double as the
+// CPU reference does; freq_factors ({n_rot / 2} divisors) may be null.
+__device__ __forceinline__ float rope_inv_freq(double theta, double freq_scale, const float* freq_factors, int j,
+                                               int n_rot) {
   double f = pow(theta, -2.0 * j / n_rot) * freq_scale;
   if (freq_factors) f /= freq_factors[j];
-  sincosf(static_cast<float>(position) * static_cast<float>(f), &sn, &cs);
+  return static_cast<float>(f);
+}
+// Rope's sine and cosine for pair j at `position` (the angle in f32).
+__device__ __forceinline__ void rope_sincos(double theta, double freq_scale, const float* freq_factors, int j, int n_rot,
+                                            int position, float& sn, float& cs) {
+  sincosf(static_cast<float>(position) * rope_inv_freq(theta, freq_scale, freq_factors, j, n_rot), &sn, &cs);
 }
 
 // The two dims rope turns together as pair j of half = n_rot / 2: j and j + half (the
