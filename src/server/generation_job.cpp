@@ -73,6 +73,14 @@ bool must_call(const ChatRequest& r) {
   return r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named;
 }
 
+// A harmony reply's optional analysis message: free text, which only <|end|> and the
+// next message's start close.
+text::FreePassage harmony_analysis() {
+  using text::special_token;
+  return {special_token("<|channel|>") + "analysis" + special_token("<|message|>"),
+          special_token("<|end|>") + special_token("<|start|>") + "assistant"};
+}
+
 // A harmony reply that calls a function: an optional analysis message, then
 // `<|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`
 // (after kHarmonyCallHeader, which a budget may force) and the arguments. The tags
@@ -87,19 +95,41 @@ std::shared_ptr<const text::Grammar> harmony_call_grammar(const ChatRequest& r) 
         channel + "commentary to=functions." + name + " " + special_token("<|constrain|>") + "json" + message;
     calls.push_back({header, arguments_schema(params), ""});
   }
-  const text::FreePassage analysis{channel + "analysis" + message,
-                                   special_token("<|end|>") + special_token("<|start|>") + "assistant"};
-  return text::grammar_from_json_choices(calls, analysis);
+  return text::grammar_from_json_choices(calls, harmony_analysis());
+}
+
+// A harmony reply that answers in a response format, with no tool to call: an
+// optional analysis message, then the final message (its header with or without
+// ` <|constrain|>json`) holding the JSON; <|return|> ends it. So the answer is always
+// written and always conforms (InFinalMessage, used when tools may be called instead,
+// constrains a final message only if the model writes one).
+std::shared_ptr<const text::Grammar> harmony_final_grammar(const nlohmann::ordered_json& schema) {
+  using text::special_token;
+  const std::string final = special_token("<|channel|>") + "final", message = special_token("<|message|>");
+  return text::grammar_from_json_choices(
+      {{final + message, schema, ""}, {final + " " + special_token("<|constrain|>") + "json" + message, schema, ""}},
+      harmony_analysis());
+}
+
+// Whether a harmony reply is constrained as a whole: a call it must make, or an
+// answer in a response format when no tool may be called.
+bool harmony_whole_reply(const ChatRequest& r, const ChatPrompt& prompt) {
+  return prompt.harmony && (must_call(r) || (r.format != ResponseFormat::Text && r.tool_choice == ToolChoice::None));
 }
 
 // The grammar a chat request's answer must follow, or null. When the prompt opened
 // a thought, the grammar starts after it: after </think> and the blank line the
-// templates put there. A harmony reply's call grammar covers the whole reply; its
-// response format grammar starts at the final message (InFinalMessage).
+// templates put there. A harmony reply's grammar covers the whole reply
+// (harmony_whole_reply), except a response format's beside tools, which starts at the
+// final message (InFinalMessage).
 std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const ChatPrompt& prompt) {
   const std::string after_thought = prompt.in_reasoning ? "\n\n" : "";
   try {
     if (must_call(r) && prompt.harmony) return harmony_call_grammar(r);
+    if (harmony_whole_reply(r, prompt))
+      return harmony_final_grammar(r.format == ResponseFormat::JsonSchema
+                                       ? nlohmann::ordered_json::parse(r.schema.dump())
+                                       : nlohmann::ordered_json{{"type", "object"}});
     if (must_call(r)) {
       nlohmann::ordered_json schema;
       if (r.tool_choice == ToolChoice::Named) {
@@ -122,14 +152,14 @@ std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const 
   return nullptr;
 }
 
-// The call grammar's processor: harmony's tags as the special tokens they are, and
-// only <|call|> to end.
-std::unique_ptr<LogitsProcessor> harmony_call_processor(std::shared_ptr<const text::Grammar> grammar,
-                                                        const JobContext& c) {
+// A whole-reply grammar's processor: harmony's tags as the special tokens they are,
+// and only `end_tag` (<|call|> after a call, <|return|> after an answer) to end.
+std::unique_ptr<LogitsProcessor> harmony_reply_processor(std::shared_ptr<const text::Grammar> grammar,
+                                                         const JobContext& c, const char* end_tag) {
   std::vector<int32_t> tags, end = c.eog_ids;
   for (const char* tag : {"<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|start|>"})
     if (auto id = c.tokenizer.find_token(tag)) tags.push_back(*id);
-  if (auto call = c.tokenizer.find_token("<|call|>")) end = {*call};
+  if (auto id = c.tokenizer.find_token(end_tag)) end = {*id};
   return text::make_grammar_processor(std::move(grammar), c.tokenizer, std::move(end), std::move(tags));
 }
 
@@ -154,8 +184,8 @@ GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, cons
         c.tokenizer, r.thinking_budget, must_call(r) ? kHarmonyCallHeader : kHarmonyFinalHeader));
   auto grammar = answer_grammar(r, prompt);
   if (!grammar) return job;
-  if (prompt.harmony && must_call(r)) {
-    job.request.processors.push_back(harmony_call_processor(grammar, c));
+  if (harmony_whole_reply(r, prompt)) {
+    job.request.processors.push_back(harmony_reply_processor(grammar, c, must_call(r) ? "<|call|>" : "<|return|>"));
     return job;
   }
   auto p = text::make_grammar_processor(grammar, c.tokenizer, c.eog_ids);

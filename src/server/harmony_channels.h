@@ -9,7 +9,9 @@
 //
 // InFinalMessage holds another processor (a response format's grammar) back until
 // the reply writes its final message, so the constraint shapes the answer and not the
-// analysis (AfterThought's harmony twin).
+// analysis or a function call (AfterThought's harmony twin). A request with no tool to
+// call gets a grammar over the whole reply instead (generation_job.cpp), which also
+// makes the final message come.
 //
 // Both follow the reply by the text of the tokens chosen (HarmonyTracker).
 #pragma once

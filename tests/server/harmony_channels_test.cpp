@@ -1,9 +1,11 @@
 // A harmony (gpt-oss) chat job's logits processors on o200k-tiny, gpt-oss's tokenizer
 // stand-in with harmony's special tokens: replies are fed token by token as a model
-// writes them, checking what each step allows or forces. The analysis stays free; a
-// response format constrains only the final message; the thinking budget ends the
-// analysis by forcing the answer's header; a required tool call is a harmony function
-// call ending in <|call|>. Non-harmony jobs keep their processors.
+// writes them, checking what each step allows or forces. The analysis is free text; a
+// response format makes the reply an optional analysis then a final message holding
+// the JSON (beside tools, it constrains only a final message the model writes); the
+// thinking budget ends the analysis by forcing the answer's header; a required tool
+// call is a harmony function call ending in <|call|>. Non-harmony jobs keep their
+// processors.
 #include "server/harmony_channels.h"
 
 #include <cmath>
@@ -130,15 +132,29 @@ TEST_F(HarmonyChannels, ReplyEndsAreEndOfGeneration) {
   EXPECT_EQ(ids("<|channel|>final<|message|>").front(), id("<|channel|>"));
 }
 
-TEST_F(HarmonyChannels, ResponseFormatConstrainsOnlyTheFinalMessage) {
+TEST_F(HarmonyChannels, ResponseFormatMakesTheReplyAnAnalysisThenTheJson) {
   ChatRequest r;
   r.format = ResponseFormat::JsonSchema;
   r.schema = nlohmann::json::parse(R"({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})");
   Chain c = job(r);
   ASSERT_EQ(c.processors.size(), 1u);
-  EXPECT_NE(dynamic_cast<InFinalMessage*>(c.processors[0].get()), nullptr);
-  c.write("<|channel|>analysis<|message|>Let me think: {not json} < 3, so 42.", /*expect_free=*/true);
-  c.write("<|end|><|start|>assistant<|channel|>final<|message|>", true);
+  EXPECT_EQ(dynamic_cast<InFinalMessage*>(c.processors[0].get()), nullptr);
+  EXPECT_EQ(c.forced(), id("<|channel|>"));
+  c.write("<|channel|>");
+  EXPECT_TRUE(c.allows(first("analysis")));
+  EXPECT_TRUE(c.allows(first("final")));
+  EXPECT_FALSE(c.allows(first("commentary")));  // no tool to call
+  // The analysis is any text, but it cannot end the reply: only <|end|> ends it.
+  c.write("analysis<|message|>Let me think: {not json} < 3, so 42.");
+  for (const char* tag : {"<|return|>", "<|call|>", "<|start|>", "<|channel|>"}) EXPECT_FALSE(c.allows(id(tag))) << tag;
+  c.write("<|end|>");
+  EXPECT_EQ(c.take_forced(), "<|start|>");  // the answer must follow
+  c.write("assistant");
+  EXPECT_EQ(c.forced(), id("<|channel|>"));
+  c.write("<|channel|>");
+  EXPECT_TRUE(c.allows(first("final")));
+  EXPECT_FALSE(c.allows(first("analysis")));  // one analysis, then the answer
+  c.write("final<|message|>");
   EXPECT_TRUE(c.allows(first("{")));
   EXPECT_FALSE(c.allows(first("The")));
   EXPECT_FALSE(c.allows(id("<|return|>")));
@@ -146,9 +162,10 @@ TEST_F(HarmonyChannels, ResponseFormatConstrainsOnlyTheFinalMessage) {
   EXPECT_FALSE(c.allows(first(".")));
   EXPECT_FALSE(c.allows(id("<|return|>")));
   c.write("}");
-  EXPECT_TRUE(c.allows(id("<|return|>")));  // the JSON is whole: the model may end
-  EXPECT_FALSE(c.allows(id("<|end|>")));
+  EXPECT_TRUE(c.allows(id("<|return|>")));  // the JSON is whole: the reply may end, and only so
+  for (const char* tag : {"<|call|>", "<|end|>", "<|start|>"}) EXPECT_FALSE(c.allows(id(tag))) << tag;
   EXPECT_FALSE(c.allows(first(",")));
+  EXPECT_EQ(c.split().reasoning, "Let me think: {not json} < 3, so 42.");
   EXPECT_EQ(c.split().content, R"({"answer": 42})");
 }
 
@@ -156,10 +173,29 @@ TEST_F(HarmonyChannels, ResponseFormatAfterAFinalHeaderWithAConstraint) {
   ChatRequest r;
   r.format = ResponseFormat::JsonObject;
   Chain c = job(r);
-  c.write("<|channel|>final <|constrain|>json<|message|>", true);  // no analysis at all
+  c.write("<|channel|>final <|constrain|>json<|message|>");  // no analysis at all
   EXPECT_FALSE(c.allows(first("Sure")));
   c.write(R"({"a": [1, 2]})");
   EXPECT_TRUE(c.allows(id("<|return|>")));
+  EXPECT_FALSE(c.allows(id("<|call|>")));
+}
+
+// With tools the model may call one instead of answering: only a final message it
+// writes is held to the format, and the rest of the reply stays free.
+TEST_F(HarmonyChannels, ResponseFormatBesideToolsConstrainsOnlyTheFinalMessage) {
+  ChatRequest r = with_tools(ToolChoice::Auto);
+  r.format = ResponseFormat::JsonObject;
+  Chain call = job(r);
+  ASSERT_EQ(call.processors.size(), 1u);
+  EXPECT_NE(dynamic_cast<InFinalMessage*>(call.processors[0].get()), nullptr);
+  call.write("<|channel|>analysis<|message|>I need the time.<|end|><|start|>assistant", /*expect_free=*/true);
+  call.write("<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}<|call|>", true);
+
+  Chain answer = job(r);
+  answer.write("<|channel|>final<|message|>", true);
+  EXPECT_FALSE(answer.allows(first("Sure")));
+  answer.write("{}");
+  EXPECT_TRUE(answer.allows(id("<|return|>")));
 }
 
 TEST_F(HarmonyChannels, BudgetSpentForcesTheFinalHeader) {
@@ -192,11 +228,16 @@ TEST_F(HarmonyChannels, BudgetThenResponseFormat) {
   Chain c = job(r);
   ASSERT_EQ(c.processors.size(), 2u);
   EXPECT_NE(dynamic_cast<HarmonyBudget*>(c.processors[0].get()), nullptr);
-  c.write("<|channel|>analysis<|message|> one one", true);
+  c.write("<|channel|>analysis<|message|> one one");
   EXPECT_EQ(c.take_forced(), "<|end|><|start|>assistant<|channel|>final<|message|>");
   EXPECT_FALSE(c.allows(first("Sure")));
   c.write("{}");
   EXPECT_TRUE(c.allows(id("<|return|>")));
+
+  r.thinking_budget = 0;
+  Chain none = job(r);
+  EXPECT_EQ(none.take_forced(), "<|channel|>final<|message|>");
+  EXPECT_FALSE(none.allows(first("Sure")));
 }
 
 TEST_F(HarmonyChannels, NamedToolIsAHarmonyCall) {
