@@ -100,9 +100,9 @@ std::shared_ptr<const text::Grammar> harmony_call_grammar(const ChatRequest& r) 
 
 // A harmony reply that answers in a response format, with no tool to call: an
 // optional analysis message, then the final message (its header with or without
-// ` <|constrain|>json`) holding the JSON; <|return|> ends it. So the answer is always
-// written and always conforms (InFinalMessage, used when tools may be called instead,
-// constrains a final message only if the model writes one).
+// ` <|constrain|>json`) holding the JSON; <|return|> ends it. So once the analysis ends
+// the answer always comes and conforms (InFinalMessage, used when tools may be called
+// instead, constrains a final message only if the model writes one).
 std::shared_ptr<const text::Grammar> harmony_final_grammar(const nlohmann::ordered_json& schema) {
   using text::special_token;
   const std::string final = special_token("<|channel|>") + "final", message = special_token("<|message|>");

@@ -3,12 +3,15 @@
 Environment: ZINC_BINARY (the zinc executable), ZINC_SOURCE_DIR (the checkout),
 ZINC_TEST_CACHE_DIR (where test models are written).
 
-Two models:
+Three models:
 - SmolLM2-135M-Instruct (real weights, models/, scripts/fetch_smollm2.sh): chat, stop,
   seeds, logprobs, tool-call format with a real chat model.
 - a tiny random qwen35moe with a real Qwen tokenizer and the Qwen3.5 chat template
   (`zinc synth --vocab --chat-template`): thinking, tools, JSON schemas, concurrency,
   limits. Random weights give random text, so its tests check structure.
+- a tiny random gpt-oss with o200k-tiny (gpt-oss's tokenizer in small, harmony's
+  special tokens; tests/data/text) and gpt-oss's chat template: the harmony reply's
+  channels, constraints and budget through the API, again by structure.
 """
 import http.client
 import json
@@ -140,6 +143,34 @@ def qwen_model():
         SOURCE / "tests" / "data" / "templates" / "qwen3.5.jinja", "-o", partial)
     partial.rename(model)
     return model
+
+
+@pytest.fixture(scope="session")
+def gpt_oss_model():
+    CACHE.mkdir(parents=True, exist_ok=True)
+    model = CACHE / "gpt-oss-tiny-harmony.gguf"
+    if model.exists():
+        return model
+    hf = CACHE / "o200k-tiny-hf"
+    hf.mkdir(exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        with open(hf / name, "wb") as out:
+            subprocess.run(["xz", "-dc", str(SOURCE / "tests" / "data" / "text" / "o200k-tiny" / (name + ".xz"))],
+                           check=True, stdout=out)
+    vocab = CACHE / "o200k-tiny-vocab.gguf"
+    run("vocab", "--from-hf", hf, "-o", vocab)
+    partial = CACHE / "partial-gpt-oss.gguf"
+    run("synth", "--arch", "gpt-oss", "--preset", "tiny", "--vocab", vocab, "--chat-template",
+        SOURCE / "tests" / "data" / "templates" / "gpt-oss.jinja", "-o", partial)
+    partial.rename(model)
+    return model
+
+
+@pytest.fixture(scope="session")
+def gpt_oss(gpt_oss_model):
+    s = Server(gpt_oss_model, "--parallel", 2, "--ctx", 1024, "--threads", 1)
+    yield s
+    s.stop()
 
 
 @pytest.fixture(scope="session")
