@@ -1,7 +1,6 @@
 // Harmony reply tracking, the analysis budget (see harmony_channels.h).
 #include "server/harmony_channels.h"
 
-#include "server/thinking.h"
 #include "text/harmony_splitter.h"
 
 namespace zinc::server {
@@ -46,17 +45,12 @@ HarmonyBudget::HarmonyBudget(const text::Tokenizer& tokenizer, int64_t budget, s
       closing_(encode(tokenizer, (budget == 0 ? "" : "<|end|><|start|>assistant") + std::string(answer_header))) {}
 
 void HarmonyBudget::process(std::span<float> logits) {
-  if (!forcing_)
-    forcing_ = budget_ == 0 ? tracker_.at_start() : tracker_.in_body("analysis") && spent_ >= budget_;
-  if (!forcing_ || forced_ >= closing_.size()) return;
-  force_token(logits, closing_[forced_]);
+  if (budget_ == 0 ? tracker_.at_start() : tracker_.in_body("analysis") && spent_ >= budget_) closing_.start();
+  closing_.process(logits);
 }
 
 void HarmonyBudget::accept(int32_t token) {
-  if (forcing_) {
-    if (forced_ < closing_.size()) ++forced_;
-    return;
-  }
+  if (closing_.accept()) return;
   const bool was_analysing = tracker_.in_body("analysis");
   tracker_.accept(token);
   if (was_analysing && tracker_.in_body("analysis")) ++spent_;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "server/thinking.h"
 #include "text/tokenizer.h"
 
 namespace zinc::server {
@@ -58,9 +59,7 @@ class HarmonyBudget : public LogitsProcessor {
  private:
   HarmonyTracker tracker_;
   int64_t budget_, spent_ = 0;
-  std::vector<int32_t> closing_;  // [`<|end|><|start|>assistant`, unless budget 0] and the answer header
-  size_t forced_ = 0;             // closing tokens emitted so far
-  bool forcing_ = false;
+  ForcedTokens closing_;  // [`<|end|><|start|>assistant`, unless budget 0] and the answer header
 };
 
 class InFinalMessage : public LogitsProcessor {

@@ -54,16 +54,12 @@ ThinkingBudget::ThinkingBudget(const text::Tokenizer& tokenizer, int64_t budget,
       closing_(tokenizer.encode(kClosingSentence, /*parse_special=*/true, /*add_bos=*/false, /*add_eos=*/false)) {}
 
 void ThinkingBudget::process(std::span<float> logits) {
-  if (!forcing_ && tracker_.thinking() && spent_ >= budget_) forcing_ = true;
-  if (!forcing_ || forced_ >= closing_.size()) return;
-  force_token(logits, closing_[forced_]);
+  if (tracker_.thinking() && spent_ >= budget_) closing_.start();
+  closing_.process(logits);
 }
 
 void ThinkingBudget::accept(int32_t token) {
-  if (forcing_) {
-    if (forced_ < closing_.size()) ++forced_;
-    return;
-  }
+  if (closing_.accept()) return;
   const bool was_thinking = tracker_.thinking();
   tracker_.accept(token);
   if (was_thinking && tracker_.thinking()) ++spent_;

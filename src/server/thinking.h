@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -46,6 +47,27 @@ class ThoughtTracker {
 // (0 where it was not finite). The budgets force their closing text this way.
 void force_token(std::span<float> logits, int32_t token);
 
+// A budget's closing text, forced one token a step once started: process() forces the
+// next token, accept() counts it and returns whether the closing has started (the
+// budget's own tracking then stops).
+class ForcedTokens {
+ public:
+  explicit ForcedTokens(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}
+  void start() { started_ = true; }
+  void process(std::span<float> logits) const {
+    if (started_ && next_ < tokens_.size()) force_token(logits, tokens_[next_]);
+  }
+  bool accept() {
+    if (started_ && next_ < tokens_.size()) ++next_;
+    return started_;
+  }
+
+ private:
+  std::vector<int32_t> tokens_;
+  size_t next_ = 0;  // tokens emitted so far
+  bool started_ = false;
+};
+
 class ThinkingBudget : public LogitsProcessor {
  public:
   ThinkingBudget(const text::Tokenizer& tokenizer, int64_t budget, bool in_reasoning, bool may_open);
@@ -55,9 +77,7 @@ class ThinkingBudget : public LogitsProcessor {
  private:
   ThoughtTracker tracker_;
   int64_t budget_, spent_ = 0;
-  std::vector<int32_t> closing_;  // kClosingSentence's tokens
-  size_t forced_ = 0;             // closing tokens emitted so far
-  bool forcing_ = false;
+  ForcedTokens closing_;  // kClosingSentence's tokens
 };
 
 class AfterThought : public LogitsProcessor {
