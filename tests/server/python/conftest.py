@@ -118,6 +118,28 @@ class Server:
         assert self.proc.returncode == 0, self.log.read_text()[-4000:]
 
 
+def vocab_gguf(xz_dir, name):
+    """A vocab-only GGUF (`zinc vocab`) from a Hugging Face tokenizer stored as .xz files."""
+    hf = CACHE / (name + "-hf")
+    hf.mkdir(exist_ok=True)
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        with open(hf / file, "wb") as out:
+            subprocess.run(["xz", "-dc", str(xz_dir / (file + ".xz"))], check=True, stdout=out)
+    vocab = CACHE / (name + "-vocab.gguf")
+    run("vocab", "--from-hf", hf, "-o", vocab)
+    return vocab
+
+
+def synth_chat_model(model, vocab, template, *synth_args):
+    """`zinc synth` with a tokenizer and a chat template (tests/data/templates), written
+    under a temporary name so that an interrupted run leaves no half model at `model`."""
+    partial = model.with_name("partial-" + model.name)
+    run("synth", *synth_args, "--vocab", vocab, "--chat-template", SOURCE / "tests" / "data" / "templates" / template,
+        "-o", partial)
+    partial.rename(model)
+    return model
+
+
 @pytest.fixture(scope="session")
 def qwen_model():
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -127,22 +149,12 @@ def qwen_model():
     # The real Qwen tokenizer when the shared test data is there; SmolLM2's otherwise
     # (the Qwen template's tags are then plain text, which the server handles alike).
     if (QWEN_TOKENIZER / "tokenizer.json.xz").exists():
-        hf = CACHE / "qwen3-hf"
-        hf.mkdir(exist_ok=True)
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            with open(hf / name, "wb") as out:
-                subprocess.run(["xz", "-dc", str(QWEN_TOKENIZER / (name + ".xz"))], check=True, stdout=out)
-        vocab = CACHE / "qwen3-vocab.gguf"
-        run("vocab", "--from-hf", hf, "-o", vocab)
+        vocab = vocab_gguf(QWEN_TOKENIZER, "qwen3")
     elif SMOLLM2.exists():
         vocab = SMOLLM2
     else:
         pytest.skip("no tokenizer: neither ../shared/testdata/tokenizers/qwen3 nor " + str(SMOLLM2))
-    partial = CACHE / "partial.gguf"
-    run("synth", "--preset", "tiny", "--type", "q8_0", "--vocab", vocab, "--chat-template",
-        SOURCE / "tests" / "data" / "templates" / "qwen3.5.jinja", "-o", partial)
-    partial.rename(model)
-    return model
+    return synth_chat_model(model, vocab, "qwen3.5.jinja", "--preset", "tiny", "--type", "q8_0")
 
 
 @pytest.fixture(scope="session")
@@ -151,19 +163,8 @@ def gpt_oss_model():
     model = CACHE / "gpt-oss-tiny-harmony.gguf"
     if model.exists():
         return model
-    hf = CACHE / "o200k-tiny-hf"
-    hf.mkdir(exist_ok=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        with open(hf / name, "wb") as out:
-            subprocess.run(["xz", "-dc", str(SOURCE / "tests" / "data" / "text" / "o200k-tiny" / (name + ".xz"))],
-                           check=True, stdout=out)
-    vocab = CACHE / "o200k-tiny-vocab.gguf"
-    run("vocab", "--from-hf", hf, "-o", vocab)
-    partial = CACHE / "partial-gpt-oss.gguf"
-    run("synth", "--arch", "gpt-oss", "--preset", "tiny", "--vocab", vocab, "--chat-template",
-        SOURCE / "tests" / "data" / "templates" / "gpt-oss.jinja", "-o", partial)
-    partial.rename(model)
-    return model
+    vocab = vocab_gguf(SOURCE / "tests" / "data" / "text" / "o200k-tiny", "o200k-tiny")
+    return synth_chat_model(model, vocab, "gpt-oss.jinja", "--arch", "gpt-oss", "--preset", "tiny")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ reaches a client."""
 import json
 
 import jsonschema
+from replies import extra, streamed_text
 
 TAGS = ("<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>")
 USER = [{"role": "user", "content": "What is the weather like in Oslo?"}]
@@ -24,10 +25,6 @@ def chat(server, budget=None, **kw):
     if budget is not None:
         args["extra_body"] = {"thinking_budget": budget}
     return server.client().chat.completions.create(**args)
-
-
-def extra(obj, name):
-    return getattr(obj, name, None) or (obj.model_extra or {}).get(name)
 
 
 def no_tags(*texts):
@@ -77,10 +74,6 @@ def test_streamed_reply_equals_the_whole_one(gpt_oss):
     kw = dict(seed=8, budget=6, response_format={"type": "json_schema",
                                                  "json_schema": {"name": "person", "schema": PERSON}})
     whole = chat(gpt_oss, **kw).choices[0].message
-    reasoning, content = "", ""
-    for chunk in chat(gpt_oss, stream=True, **kw):
-        for c in chunk.choices:
-            reasoning += extra(c.delta, "reasoning_content") or ""
-            content += c.delta.content or ""
+    reasoning, content = streamed_text(chat(gpt_oss, stream=True, **kw))
     assert content == whole.content and reasoning == (extra(whole, "reasoning_content") or "")
     jsonschema.validate(json.loads(content), PERSON)

@@ -7,6 +7,7 @@ import threading
 import jsonschema
 import pytest
 from json_prefix import is_json_prefix
+from replies import extra, streamed_text
 
 CLOSING = "Considering the limited time by the user, I have to give the solution based on the thinking directly now."
 USER = [{"role": "user", "content": "What is the weather like?"}]
@@ -30,10 +31,6 @@ def chat(server, thinking=None, budget=None, **kw):
     return server.client().chat.completions.create(**args)
 
 
-def extra(obj, name):
-    return getattr(obj, name, None) or (obj.model_extra or {}).get(name)
-
-
 def test_thinking_budget_forces_the_closing_sentence(qwen):
     r = chat(qwen, max_tokens=120, thinking=True, budget=8)
     m = r.choices[0].message
@@ -46,11 +43,7 @@ def test_thinking_budget_forces_the_closing_sentence(qwen):
 def test_thinking_streams_reasoning_separately(qwen):
     kw = dict(max_tokens=60, thinking=True, budget=4)
     whole = chat(qwen, **kw).choices[0].message
-    reasoning, content = "", ""
-    for chunk in chat(qwen, stream=True, **kw):
-        for c in chunk.choices:
-            reasoning += extra(c.delta, "reasoning_content") or ""
-            content += c.delta.content or ""
+    reasoning, content = streamed_text(chat(qwen, stream=True, **kw))
     assert reasoning == extra(whole, "reasoning_content") and reasoning.endswith(CLOSING)
     assert content == whole.content
 
@@ -129,12 +122,8 @@ def test_sixteen_concurrent_streams_match_sequential_runs(qwen):
     """Same seeds, same outputs, whether requests run alone or 16 at once (4 slots;
     16 queue places, since a burst arrives before the engine admits any of it)."""
     def one(seed, out):
-        text = ""
-        for chunk in chat(qwen, seed=seed, max_tokens=12, temperature=1.0, stream=True,
-                          messages=[{"role": "user", "content": f"Story number {seed % 5}"}]):
-            for c in chunk.choices:
-                text += c.delta.content or ""
-        out[seed] = text
+        out[seed] = streamed_text(chat(qwen, seed=seed, max_tokens=12, temperature=1.0, stream=True,
+                                       messages=[{"role": "user", "content": f"Story number {seed % 5}"}]))[1]
 
     alone = {}
     for seed in range(16):
