@@ -76,11 +76,15 @@ void allow_smem(size_t bytes) {
   (void)done;
 }
 
-// The current device's multiprocessors.
+// The device's multiprocessors, asked once (the backend uses one device; moe_stream
+// sizes every launch by it).
 inline int sm_count() {
-  int device = 0, sms = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  static const int sms = [] {
+    int device = 0, n = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    return n;
+  }();
   return sms;
 }
 
