@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/delta_rule.h"
+#include "backend/cpu/row_dot.h"
 #include "backend/cpu/thread_pool.h"
 #include "gguf/gguf.h"
 #include "quant/half.h"
@@ -27,21 +28,6 @@ void check(bool ok, const char* op, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("cpu ") + op + ": " + what);
 }
 void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
-
-double dot(const float* a, const float* b, int64_t n) {
-  // Four partial sums: vectorisable and more accurate than one running float.
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  double s = static_cast<double>(s0) + s1 + s2 + s3;
-  for (; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -154,16 +140,22 @@ class CpuBackend final : public Backend {
     const size_t wrow = w.row_bytes();
     const auto* xs = x.as<const float>();
     auto* ys = y.as<float>();
+    // One token dequantizes as it goes; several write each row out once for all of
+    // them. Both give the same sums (row_dot.h).
     pool_.parallel_for(out, 4, [&](int64_t r0, int64_t r1, int) {
-      std::vector<float> row(w.type == DType::F32 ? 0 : in);
+      std::vector<float> row(n == 1 || w.type == DType::F32 ? 0 : in);
       for (int64_t r = r0; r < r1; ++r) {
         const void* src = static_cast<const char*>(w.data) + wrow * r;
+        if (n == 1) {
+          ys[r] = static_cast<float>(cpu::row_dot(w.type, src, xs, in));
+          continue;
+        }
         const float* wr = static_cast<const float*>(src);
         if (w.type != DType::F32) {
           dequantize_row(w.type, src, row.data(), in);
           wr = row.data();
         }
-        for (int64_t t = 0; t < n; ++t) ys[t * out + r] = static_cast<float>(dot(wr, xs + t * in, in));
+        for (int64_t t = 0; t < n; ++t) ys[t * out + r] = static_cast<float>(cpu::lane_dot(wr, xs + t * in, in));
       }
     });
   }
@@ -178,7 +170,7 @@ class CpuBackend final : public Backend {
       for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x.as<const float>() + r * d;
         float* yr = y.as<float>() + r * d;
-        const float inv = static_cast<float>(1.0 / std::sqrt(dot(xr, xr, d) / d + eps));
+        const float inv = static_cast<float>(1.0 / std::sqrt(cpu::lane_dot(xr, xr, d) / d + eps));
         for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * (wp ? wp[i] : 1.0f);
       }
     });
@@ -191,7 +183,7 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < x.rows(); ++r) {
       const float* xr = x.as<const float>() + r * d;
       float* yr = y.as<float>() + r * d;
-      const float inv = static_cast<float>(1.0 / std::sqrt(dot(xr, xr, d) + eps));
+      const float inv = static_cast<float>(1.0 / std::sqrt(cpu::lane_dot(xr, xr, d) + eps));
       for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv;
     }
   }
@@ -584,7 +576,7 @@ class CpuBackend final : public Backend {
         p.resize(len - s0);
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t s = s0; s < len; ++s) {
-          p[s - s0] = dot(qh, kf.data() + (s - lo) * row + kvh * D, D) * scale;
+          p[s - s0] = cpu::lane_dot(qh, kf.data() + (s - lo) * row + kvh * D, D) * scale;
           mx = std::max(mx, p[s - s0]);
         }
         const double sink = sinks ? sinks->as<const float>()[h] : -std::numeric_limits<double>::infinity();

@@ -1,8 +1,30 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace zinc::cpu {
+namespace {
+
+// Spins until done() or about 50 us have passed; true if done() came true.
+template <class Done>
+bool spin_wait(const Done& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
+
+void run_part(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int parts, int i) {
+  int64_t begin = n * i / parts, end = n * (i + 1) / parts;
+  if (begin < end) fn(begin, end, i);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   // The calling thread runs part 0; workers run parts 1..n-1.
@@ -13,14 +35,10 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   for (auto& t : threads_) t.join();
-}
-
-static void run_part(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int parts, int i) {
-  int64_t begin = n * i / parts, end = n * (i + 1) / parts;
-  if (begin < end) fn(begin, end, i);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
@@ -35,35 +53,42 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     job_ = &fn;
     job_n_ = n;
     job_parts_ = parts;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   run_part(fn, n, parts, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_wait(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n;
-    int parts;
+    const auto moved = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    bool stop;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      parts = job_parts_;
+      if (!moved()) {
+        lock.unlock();
+        if (!spin_wait(moved)) {
+          lock.lock();
+          start_cv_.wait(lock, moved);
+        } else {
+          lock.lock();
+        }
+      }
+      seen = generation_.load(std::memory_order_acquire);
+      stop = stop_;
     }
-    if (index < parts) run_part(*job, n, parts, index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+    if (stop) return;
+    if (index < job_parts_) run_part(*job_, job_n_, job_parts_, index);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller checks pending_ under mu_ before it sleeps
+      done_cv_.notify_one();
     }
   }
 }

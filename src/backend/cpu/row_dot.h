@@ -1,0 +1,19 @@
+// The CPU backend's dot products. lane_dot keeps 32 partial sums, one per vector lane
+// (element i goes to lane i % 32), so it runs as wide as the machine's vectors at
+// every width with the same result. row_dot is lane_dot of a quantized row with x,
+// dequantized block by block as it goes instead of written out first: the same float
+// operations in the same order, so the two agree bit for bit (tests hold them to it).
+#pragma once
+
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace zinc::cpu {
+
+double lane_dot(const float* a, const float* b, int64_t n);
+
+// lane_dot(dequantize_row(t, row), x) over n elements (n a multiple of t's block).
+double row_dot(DType t, const void* row, const float* x, int64_t n);
+
+}  // namespace zinc::cpu

@@ -1,0 +1,83 @@
+// row_dot (a quantized row dotted with x as it is dequantized) equals lane_dot of the
+// dequantized row bit for bit, for every format and at the vector width this machine
+// picks; lane_dot is a dot product (against a long-double sum); the thread pool runs
+// every part of every loop once, whether its workers spin or sleep between loops.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/row_dot.h"
+#include "backend/cpu/thread_pool.h"
+#include "quant/quant.h"
+
+namespace zinc::cpu {
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& e : v) e = nd(rng);
+  return v;
+}
+
+TEST(RowDot, EqualsLaneDotOfTheDequantizedRowForEveryFormat) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                  DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
+    const int64_t block = type_traits(t).block_elems;
+    // One block, several, and rows whose length is not a multiple of 32 (the lanes'
+    // tail) where the format allows it.
+    for (int64_t n : {int64_t{256}, int64_t{576}, int64_t{1536}, int64_t{2880}, int64_t{32}, int64_t{37}}) {
+      if (n % block != 0) continue;
+      SCOPED_TRACE(std::string(type_name(t)) + " n=" + std::to_string(n));
+      std::vector<uint8_t> row(row_bytes(t, n));
+      fill_random_blocks(t, 7, static_cast<uint64_t>(n), row.data(), n, 0.5f);
+      const std::vector<float> x = random_floats(n, static_cast<uint32_t>(n));
+      std::vector<float> values(n);
+      dequantize_row(t, row.data(), values.data(), n);
+      const double fused = row_dot(t, row.data(), x.data(), n), plain = lane_dot(values.data(), x.data(), n);
+      EXPECT_EQ(std::memcmp(&fused, &plain, sizeof fused), 0) << fused << " vs " << plain;
+      ASSERT_TRUE(std::isfinite(plain));
+    }
+  }
+}
+
+TEST(RowDot, LaneDotIsADotProduct) {
+  for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{1000}, int64_t{4096}}) {
+    const std::vector<float> a = random_floats(n, 1), b = random_floats(n, 2);
+    long double exact = 0, magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      exact += static_cast<long double>(a[i]) * b[i];
+      magnitude += std::fabs(static_cast<long double>(a[i]) * b[i]);
+    }
+    EXPECT_NEAR(lane_dot(a.data(), b.data(), n), static_cast<double>(exact), 1e-6 * static_cast<double>(magnitude))
+        << "n=" << n;
+  }
+}
+
+TEST(ThreadPool, RunsEveryPartOnceWhetherWorkersSpinOrSleep) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    std::mt19937 rng(threads);
+    for (int call = 0; call < 2000; ++call) {
+      const int64_t n = 1 + rng() % 100;
+      std::vector<std::atomic<int>> hits(n);
+      pool.parallel_for(n, 1 + rng() % 8, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, call " << call;
+      // Now and then, long enough for the workers to stop spinning and sleep.
+      if (call % 200 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zinc::cpu
