@@ -140,23 +140,9 @@ class CpuBackend final : public Backend {
     const size_t wrow = w.row_bytes();
     const auto* xs = x.as<const float>();
     auto* ys = y.as<float>();
-    // One token dequantizes as it goes; several write each row out once for all of
-    // them. Both give the same sums (row_dot.h).
     pool_.parallel_for(out, 4, [&](int64_t r0, int64_t r1, int) {
-      std::vector<float> row(n == 1 || w.type == DType::F32 ? 0 : in);
-      for (int64_t r = r0; r < r1; ++r) {
-        const void* src = static_cast<const char*>(w.data) + wrow * r;
-        if (n == 1) {
-          ys[r] = static_cast<float>(cpu::row_dot(w.type, src, xs, in));
-          continue;
-        }
-        const float* wr = static_cast<const float*>(src);
-        if (w.type != DType::F32) {
-          dequantize_row(w.type, src, row.data(), in);
-          wr = row.data();
-        }
-        for (int64_t t = 0; t < n; ++t) ys[t * out + r] = static_cast<float>(cpu::lane_dot(wr, xs + t * in, in));
-      }
+      for (int64_t r = r0; r < r1; ++r)
+        cpu::row_dot(w.type, static_cast<const char*>(w.data) + wrow * r, xs, in, n, in, ys + r, out);
     });
   }
 

@@ -6,6 +6,7 @@
 // are two vectors, so that two chains of additions are in flight.
 #include "backend/cpu/row_dot.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -56,73 +57,76 @@ i32x16 fifth_bits(uint32_t qh, int from) {
   return __builtin_convertvector(bits << 4, i32x16);
 }
 
-// In each block format below, element j < 16 of a 32-element group is the low nibble
-// of byte j and element j + 16 its high nibble (blocks.h).
-void add_q4_0(const BlockQ4_0* x, int64_t nb, const float* v, Lanes& acc) {
-  for (int64_t b = 0; b < nb; ++b, v += kBlock32) {
+// Each format's decoder calls use(e, w) with the weights of elements e .. e + 15 of
+// the row, in element order, each formed as dequantize.cpp forms it. In the 32-element
+// formats element j < 16 of a block is the low nibble of byte j and element j + 16
+// its high nibble (blocks.h).
+template <class Use>
+void q4_0_weights(const BlockQ4_0* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d);
     const u8x16 q = bytes16<u8x16>(x[b].qs);
-    acc.lo += to_float(widen(q & 15) - 8) * d * floats16(v);
-    acc.hi += to_float(widen(q >> 4) - 8) * d * floats16(v + 16);
+    use(32 * b, to_float(widen(q & 15) - 8) * d);
+    use(32 * b + 16, to_float(widen(q >> 4) - 8) * d);
   }
 }
 
-void add_q4_1(const BlockQ4_1* x, int64_t nb, const float* v, Lanes& acc) {
-  for (int64_t b = 0; b < nb; ++b, v += kBlock32) {
+template <class Use>
+void q4_1_weights(const BlockQ4_1* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d), m = half_bits_to_float(x[b].m);
     const u8x16 q = bytes16<u8x16>(x[b].qs);
-    acc.lo += (to_float(widen(q & 15)) * d + m) * floats16(v);
-    acc.hi += (to_float(widen(q >> 4)) * d + m) * floats16(v + 16);
+    use(32 * b, to_float(widen(q & 15)) * d + m);
+    use(32 * b + 16, to_float(widen(q >> 4)) * d + m);
   }
 }
 
-void add_q5_0(const BlockQ5_0* x, int64_t nb, const float* v, Lanes& acc) {
-  for (int64_t b = 0; b < nb; ++b, v += kBlock32) {
+template <class Use>
+void q5_0_weights(const BlockQ5_0* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d);
     const u8x16 q = bytes16<u8x16>(x[b].qs);
     const uint32_t qh = bytes16<uint32_t>(x[b].qh);
-    acc.lo += to_float((widen(q & 15) | fifth_bits(qh, 0)) - 16) * d * floats16(v);
-    acc.hi += to_float((widen(q >> 4) | fifth_bits(qh, 16)) - 16) * d * floats16(v + 16);
+    use(32 * b, to_float((widen(q & 15) | fifth_bits(qh, 0)) - 16) * d);
+    use(32 * b + 16, to_float((widen(q >> 4) | fifth_bits(qh, 16)) - 16) * d);
   }
 }
 
-void add_q5_1(const BlockQ5_1* x, int64_t nb, const float* v, Lanes& acc) {
-  for (int64_t b = 0; b < nb; ++b, v += kBlock32) {
+template <class Use>
+void q5_1_weights(const BlockQ5_1* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d), m = half_bits_to_float(x[b].m);
     const u8x16 q = bytes16<u8x16>(x[b].qs);
     const uint32_t qh = bytes16<uint32_t>(x[b].qh);
-    acc.lo += (to_float(widen(q & 15) | fifth_bits(qh, 0)) * d + m) * floats16(v);
-    acc.hi += (to_float(widen(q >> 4) | fifth_bits(qh, 16)) * d + m) * floats16(v + 16);
+    use(32 * b, to_float(widen(q & 15) | fifth_bits(qh, 0)) * d + m);
+    use(32 * b + 16, to_float(widen(q >> 4) | fifth_bits(qh, 16)) * d + m);
   }
 }
 
-void add_q8_0(const BlockQ8_0* x, int64_t nb, const float* v, Lanes& acc) {
-  for (int64_t b = 0; b < nb; ++b, v += kBlock32) {
+// The signed codes are widened as unsigned ones (which GCC vectorizes; the signed
+// conversion it does byte by byte): q = (q ^ 0x80 as unsigned) - 128.
+template <class Use>
+void q8_0_weights(const BlockQ8_0* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d);
-    // The signed codes widened as unsigned ones (which GCC vectorizes; the signed
-    // conversion it does byte by byte): q = (q ^ 0x80 as unsigned) - 128.
-    const auto weights = [&](int h) { return to_float(widen(bytes16<u8x16>(x[b].qs + 16 * h) ^ 0x80) - 128) * d; };
-    acc.lo += weights(0) * floats16(v);
-    acc.hi += weights(1) * floats16(v + 16);
+    for (int h = 0; h < 2; ++h) use(32 * b + 16 * h, to_float(widen(bytes16<u8x16>(x[b].qs + 16 * h) ^ 0x80) - 128) * d);
   }
 }
 
 // Q4_K / Q5_K: 64-element pairs of sub-blocks, the low nibbles of 32 bytes then the
 // high ones; Q5_K's fifth bit of element 32i + l is bit i of qh[l].
-template <bool kFifth, class Block>
-void add_q45_k(const Block* x, int64_t nb, const float* v, Lanes& acc) {
+template <bool kFifth, class Block, class Use>
+void q45_k_weights(const Block* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d), dmin = half_bits_to_float(x[b].dmin);
-    for (int pair = 0; pair < 4; ++pair, v += 64) {
-      for (int h = 0; h < 2; ++h) {
-        const ScaleMin sm = k_quant_scale_min(x[b].scales, 2 * pair + h);
-        const float dl = d * static_cast<float>(sm.scale), ml = dmin * static_cast<float>(sm.min);
-        for (int c = 0; c < 32; c += 16) {
-          const u8x16 q = bytes16<u8x16>(x[b].qs + 32 * pair + c);
-          u8x16 code = h == 0 ? q & 15 : q >> 4;
-          if constexpr (kFifth) code |= ((bytes16<u8x16>(x[b].qh + c) >> (2 * pair + h)) & 1) << 4;
-          (c == 0 ? acc.lo : acc.hi) += (dl * to_float(widen(code)) - ml) * floats16(v + 32 * h + c);
-        }
+    for (int sub = 0; sub < 8; ++sub) {
+      const ScaleMin sm = k_quant_scale_min(x[b].scales, sub);
+      const float dl = d * static_cast<float>(sm.scale), ml = dmin * static_cast<float>(sm.min);
+      for (int c = 0; c < 32; c += 16) {
+        const u8x16 q = bytes16<u8x16>(x[b].qs + 32 * (sub / 2) + c);
+        u8x16 code = sub % 2 == 0 ? q & 15 : q >> 4;
+        if constexpr (kFifth) code |= ((bytes16<u8x16>(x[b].qh + c) >> sub) & 1) << 4;
+        use(kBlockK * b + 32 * sub + c, dl * to_float(widen(code)) - ml);
       }
     }
   }
@@ -131,28 +135,63 @@ void add_q45_k(const Block* x, int64_t nb, const float* v, Lanes& acc) {
 // Q6_K: element 128·half + 32k + l takes its low nibble from ql[l + 32(k & 1)] (low
 // nibble for k < 2) and its top two bits from bits 2k..2k+1 of qh[l]; each 16
 // elements share a scale.
-void add_q6_k(const BlockQ6_K* x, int64_t nb, const float* v, Lanes& acc) {
+template <class Use>
+void q6_k_weights(const BlockQ6_K* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d);
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = x[b].ql + 64 * half;
-      const uint8_t* qh = x[b].qh + 32 * half;
-      for (int k = 0; k < 4; ++k) {
-        for (int c = 0; c < 32; c += 16, v += 16) {
-          const u8x16 low = bytes16<u8x16>(ql + 32 * (k & 1) + c);
-          const u8x16 top = (bytes16<u8x16>(qh + c) >> (2 * k)) & 3;
+    for (int half = 0; half < 2; ++half)
+      for (int k = 0; k < 4; ++k)
+        for (int c = 0; c < 32; c += 16) {
+          const int e = 128 * half + 32 * k + c;
+          const u8x16 low = bytes16<u8x16>(x[b].ql + 64 * half + 32 * (k & 1) + c);
+          const u8x16 top = (bytes16<u8x16>(x[b].qh + 32 * half + c) >> (2 * k)) & 3;
           const u8x16 code = (k < 2 ? low & 15 : low >> 4) | top << 4;
-          const float dl = d * static_cast<float>(x[b].scales[(128 * half + 32 * k + c) / 16]);
-          (c == 0 ? acc.lo : acc.hi) += dl * to_float(widen(code) - 32) * floats16(v);
+          const float dl = d * static_cast<float>(x[b].scales[e / 16]);
+          use(kBlockK * b + e, dl * to_float(widen(code) - 32));
         }
-      }
-    }
   }
 }
 
 template <class Block>
 const Block* blocks(const void* row) {
   return static_cast<const Block*>(row);
+}
+
+// Feeds the row's weights to use; false for a format without a decoder here.
+template <class Use>
+bool each_weight(DType t, const void* row, int64_t n, Use& use) {
+  const int64_t n32 = n / kBlock32, nk = n / kBlockK;
+  switch (t) {
+    case DType::Q4_0: q4_0_weights(blocks<BlockQ4_0>(row), n32, use); return true;
+    case DType::Q4_1: q4_1_weights(blocks<BlockQ4_1>(row), n32, use); return true;
+    case DType::Q5_0: q5_0_weights(blocks<BlockQ5_0>(row), n32, use); return true;
+    case DType::Q5_1: q5_1_weights(blocks<BlockQ5_1>(row), n32, use); return true;
+    case DType::Q8_0: q8_0_weights(blocks<BlockQ8_0>(row), n32, use); return true;
+    case DType::Q4_K: q45_k_weights<false>(blocks<BlockQ4_K>(row), nk, use); return true;
+    case DType::Q5_K: q45_k_weights<true>(blocks<BlockQ5_K>(row), nk, use); return true;
+    case DType::Q6_K: q6_k_weights(blocks<BlockQ6_K>(row), nk, use); return true;
+    default: return false;
+  }
+}
+
+// T tokens' lanes: element e's product goes to lane e % 32 of each token's sums.
+template <int T>
+struct TokenLanes {
+  const float* x[T];
+  Lanes acc[T];
+  void operator()(int64_t e, f32x16 w) {
+    for (int j = 0; j < T; ++j) (e % 32 == 0 ? acc[j].lo : acc[j].hi) += w * floats16(x[j] + e);
+  }
+};
+
+// y[j · y_stride] = row · x_j for T tokens, each block decoded once for all of them.
+template <int T>
+bool dot_tokens(DType t, const void* row, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
+  TokenLanes<T> lanes;
+  for (int j = 0; j < T; ++j) lanes.x[j] = x + j * x_stride;
+  if (!each_weight(t, row, n, lanes)) return false;
+  for (int j = 0; j < T; ++j) y[j * y_stride] = static_cast<float>(reduce(lanes.acc[j]));
+  return true;
 }
 
 }  // namespace
@@ -169,26 +208,32 @@ ZINC_ISA_CLONES double lane_dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-ZINC_ISA_CLONES double row_dot(DType t, const void* row, const float* x, int64_t n) {
-  Lanes acc;
-  const int64_t n32 = n / kBlock32, nk = n / kBlockK;
-  switch (t) {
-    case DType::F32: return lane_dot(static_cast<const float*>(row), x, n);
-    case DType::Q4_0: add_q4_0(blocks<BlockQ4_0>(row), n32, x, acc); return reduce(acc);
-    case DType::Q4_1: add_q4_1(blocks<BlockQ4_1>(row), n32, x, acc); return reduce(acc);
-    case DType::Q5_0: add_q5_0(blocks<BlockQ5_0>(row), n32, x, acc); return reduce(acc);
-    case DType::Q5_1: add_q5_1(blocks<BlockQ5_1>(row), n32, x, acc); return reduce(acc);
-    case DType::Q8_0: add_q8_0(blocks<BlockQ8_0>(row), n32, x, acc); return reduce(acc);
-    case DType::Q4_K: add_q45_k<false>(blocks<BlockQ4_K>(row), nk, x, acc); return reduce(acc);
-    case DType::Q5_K: add_q45_k<true>(blocks<BlockQ5_K>(row), nk, x, acc); return reduce(acc);
-    case DType::Q6_K: add_q6_k(blocks<BlockQ6_K>(row), nk, x, acc); return reduce(acc);
-    default: {  // the rarer formats: the row written out first
-      thread_local std::vector<float> values;
-      values.resize(static_cast<size_t>(n));
-      dequantize_row(t, row, values.data(), n);
-      return lane_dot(values.data(), x, n);
+ZINC_ISA_CLONES void row_dot(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens,
+                             int64_t n, float* y, int64_t y_stride) {
+  if (t == DType::F32) {
+    for (int64_t j = 0; j < n_tokens; ++j)
+      y[j * y_stride] = static_cast<float>(lane_dot(static_cast<const float*>(row), x + j * x_stride, n));
+    return;
+  }
+  // Four tokens a pass over the row: each x vector is loaded once per weight vector
+  // and the row stays in L1, so this beats a written-out row at any token count.
+  bool decoded = true;
+  for (int64_t j = 0; decoded && j < n_tokens; j += 4) {
+    const float* xj = x + j * x_stride;
+    float* yj = y + j * y_stride;
+    switch (std::min<int64_t>(n_tokens - j, 4)) {
+      case 1: decoded = dot_tokens<1>(t, row, xj, x_stride, n, yj, y_stride); break;
+      case 2: decoded = dot_tokens<2>(t, row, xj, x_stride, n, yj, y_stride); break;
+      case 3: decoded = dot_tokens<3>(t, row, xj, x_stride, n, yj, y_stride); break;
+      default: decoded = dot_tokens<4>(t, row, xj, x_stride, n, yj, y_stride); break;
     }
   }
+  if (decoded) return;
+  // The rarer formats: the row written out once.
+  thread_local std::vector<float> values;
+  values.resize(static_cast<size_t>(n));
+  dequantize_row(t, row, values.data(), n);
+  for (int64_t j = 0; j < n_tokens; ++j) y[j * y_stride] = static_cast<float>(lane_dot(values.data(), x + j * x_stride, n));
 }
 
 }  // namespace zinc::cpu

@@ -2,7 +2,8 @@
 // (element i goes to lane i % 32), so it runs as wide as the machine's vectors at
 // every width with the same result. row_dot is lane_dot of a quantized row with x,
 // dequantized block by block as it goes instead of written out first: the same float
-// operations in the same order, so the two agree bit for bit (tests hold them to it).
+// operations in the same order, so the two agree bit for bit (tests hold them to it),
+// whichever way row_dot takes.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,11 @@ namespace zinc::cpu {
 
 double lane_dot(const float* a, const float* b, int64_t n);
 
-// lane_dot(dequantize_row(t, row), x) over n elements (n a multiple of t's block).
-double row_dot(DType t, const void* row, const float* x, int64_t n);
+// y[j · y_stride] = lane_dot(dequantize_row(t, row), x + j · x_stride) for the
+// n_tokens tokens j, over n elements (a multiple of t's block). The common formats
+// decode the row's blocks once for every four tokens; the others write the row out
+// once and take lane_dot with it.
+void row_dot(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n, float* y,
+             int64_t y_stride);
 
 }  // namespace zinc::cpu

@@ -1,6 +1,6 @@
-// row_dot (a quantized row dotted with x as it is dequantized) equals lane_dot of the
-// dequantized row bit for bit, for every format and at the vector width this machine
-// picks; lane_dot is a dot product (against a long-double sum); the thread pool runs
+// row_dot (a quantized row dotted with one or more tokens' x as it is dequantized)
+// equals lane_dot of the dequantized row bit for bit, for every format and token count
+// and at the vector width this machine picks; lane_dot is a dot product (against a long-double sum); the thread pool runs
 // every part of every loop once, whether its workers spin or sleep between loops.
 #include <gtest/gtest.h>
 
@@ -27,24 +27,33 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   return v;
 }
 
-TEST(RowDot, EqualsLaneDotOfTheDequantizedRowForEveryFormat) {
+TEST(RowDot, EqualsLaneDotOfTheDequantizedRowForEveryFormatAndTokenCount) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                   DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                   DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     const int64_t block = type_traits(t).block_elems;
     // One block, several, and rows whose length is not a multiple of 32 (the lanes'
     // tail) where the format allows it.
-    for (int64_t n : {int64_t{256}, int64_t{576}, int64_t{1536}, int64_t{2880}, int64_t{32}, int64_t{37}}) {
+    for (int64_t n : {int64_t{256}, int64_t{576}, int64_t{2880}, int64_t{32}, int64_t{37}}) {
       if (n % block != 0) continue;
-      SCOPED_TRACE(std::string(type_name(t)) + " n=" + std::to_string(n));
       std::vector<uint8_t> row(row_bytes(t, n));
       fill_random_blocks(t, 7, static_cast<uint64_t>(n), row.data(), n, 0.5f);
-      const std::vector<float> x = random_floats(n, static_cast<uint32_t>(n));
       std::vector<float> values(n);
       dequantize_row(t, row.data(), values.data(), n);
-      const double fused = row_dot(t, row.data(), x.data(), n), plain = lane_dot(values.data(), x.data(), n);
-      EXPECT_EQ(std::memcmp(&fused, &plain, sizeof fused), 0) << fused << " vs " << plain;
-      ASSERT_TRUE(std::isfinite(plain));
+      // Every remainder of four tokens, alone and after whole fours.
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9, 33}) {
+        SCOPED_TRACE(std::string(type_name(t)) + " n=" + std::to_string(n) + " tokens=" + std::to_string(tokens));
+        const int64_t stride = n + 3;  // tokens apart by more than a row
+        const std::vector<float> x = random_floats(tokens * stride, static_cast<uint32_t>(n + tokens));
+        std::vector<float> y(2 * tokens, -1.0f);
+        row_dot(t, row.data(), x.data(), stride, tokens, n, y.data(), 2);
+        for (int64_t j = 0; j < tokens; ++j) {
+          const float plain = static_cast<float>(lane_dot(values.data(), x.data() + j * stride, n));
+          ASSERT_TRUE(std::isfinite(plain));
+          EXPECT_EQ(std::memcmp(&y[2 * j], &plain, sizeof plain), 0) << "token " << j << ": " << y[2 * j] << " vs " << plain;
+          EXPECT_EQ(y[2 * j + 1], -1.0f);
+        }
+      }
     }
   }
 }
