@@ -307,7 +307,7 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
 // team holds its chunk of token 0's activations in registers (LaneActs) and takes its
 // rows two at a time (two independent dot products per lane and token), with two more
 // rows in flight. A row that does not start on a 16-byte boundary (stageable) is
-// copied from the boundary below it, and read `shift` bytes into its slot.
+// copied from the boundary below it (WarpStream::issue_unaligned).
 template <DType T, int N>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
   constexpr int kSlot = stage_bytes<T>(), kChunkElems = kStageGroups * 256;
@@ -322,18 +322,13 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   const bool idle = c * kChunkElems >= p.in;
   const int elems = idle ? 0 : min(kChunkElems, p.in - c * kChunkElems);
   const int bytes = elems / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
-  uint32_t shifts = 0;  // each ring slot's row offset from its copy's start, 4 bits a slot
   WarpStream<kStages> stream = warp_stream<T>(smem, warp, p.slot_bytes);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
-    const uint8_t* src = fetch.chunk(p, c, kSlot);
-    const uint32_t shift = reinterpret_cast<uintptr_t>(src) % 16, at = 4 * (i % kStages);
-    shifts = (shifts & ~(15u << at)) | shift << at;
-    stream.issue(i, src - shift, (shift + bytes + 15) / 16 * 16);
+    stream.issue_unaligned(i, fetch.chunk(p, c, kSlot), bytes);
     fetch.next(p, 1);
   };
-  const auto slot = [&](int i) { return stream.wait(i) + (shifts >> 4 * (i % kStages) & 15); };
   issue(0);
   issue(1);
   pdl_begin();
@@ -354,10 +349,10 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     };
     if (!idle) {
       if (two) {
-        const uint8_t* const s[2] = {slot(r), slot(r + 1)};
+        const uint8_t* const s[2] = {stream.wait(r), stream.wait(r + 1)};
         dots(s);
       } else {
-        const uint8_t* const s[1] = {slot(r)};
+        const uint8_t* const s[1] = {stream.wait(r)};
         dots(s);
       }
       stream.release();

@@ -213,19 +213,11 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
   auto* rings = reinterpret_cast<uint8_t*>(smem) + ((kWarps<kGateUp> * kStages * 8 + 15) / 16) * 16;
   WarpStream<kStages> stream(rings + static_cast<size_t>(warp) * kStages * p.slot_bytes, p.slot_bytes,
                              bars + warp * kStages);
-  uint32_t shifts = 0;  // each slot's row offset from its copy's start, 4 bits a slot
   const auto issue = [&](int s) {
     const Step st = s < steps ? step_of(s) : Step{};
     for (int h = 0; h < 2; ++h) {
-      const int i = 2 * s + h;
-      if (s >= steps) {
-        stream.issue(i, nullptr, 0);
-        continue;
-      }
-      const uint8_t* src = row_src(st, h);
-      const uint32_t shift = reinterpret_cast<uintptr_t>(src) % 16, at = 4 * (i % kStages);
-      shifts = (shifts & ~(15u << at)) | shift << at;
-      stream.issue(i, src - shift, static_cast<int>((shift + p.row_bytes + 15) / 16 * 16));
+      if (s >= steps) stream.issue(2 * s + h, nullptr, 0);
+      else stream.issue_unaligned(2 * s + h, row_src(st, h), static_cast<int>(p.row_bytes));
     }
   };
   for (int s = 0; s < kStages / 2; ++s) issue(s);
@@ -239,8 +231,7 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
   float total[2] = {0, 0};  // down: the experts' weighted sum so far
   for (int s = 0; s < steps; ++s) {
     const Step st = step_of(s);
-    const uint8_t* const rows[2] = {stream.wait(2 * s) + (shifts >> 4 * (2 * s % kStages) & 15),
-                                    stream.wait(2 * s + 1) + (shifts >> 4 * ((2 * s + 1) % kStages) & 15)};
+    const uint8_t* const rows[2] = {stream.wait(2 * s), stream.wait(2 * s + 1)};
     const int xr = kGateUp ? st.pair / p.k : st.pair;
     float acc[2] = {0, 0};
     two_rows_dot<T>(rows, p.in, Q16Row(xq + xr * q16_row_stride(p.in), q16_layout(p.in)), acc);

@@ -72,7 +72,17 @@ class WarpStream {
 #endif
   }
 
-  // Waits for item i (issued) and returns its slot.
+  // issue() for a span at any address (rows of formats whose blocks are not 16-byte
+  // multiples, such as Q8_0's 34 bytes): the copy starts at the 16-byte boundary below
+  // src, and wait() returns the slot that many bytes in. The slot needs 15 bytes
+  // more than the span.
+  __device__ void issue_unaligned(int i, const uint8_t* src, int bytes) {
+    const uint32_t shift = reinterpret_cast<uintptr_t>(src) % 16, at = 4 * (i % kStages);
+    shifts_ = (shifts_ & ~(15u << at)) | shift << at;
+    issue(i, src ? src - shift : nullptr, static_cast<int>((shift + bytes + 15) / 16 * 16));
+  }
+
+  // Waits for item i (issued) and returns where its span starts in its slot.
   __device__ const uint8_t* wait(int i) {
 #if __CUDA_ARCH__ >= 900
     mbarrier_wait(bars_ + i % kStages, i / kStages % 2);
@@ -80,7 +90,7 @@ class WarpStream {
     wait_newer<kStages - 1>(issued_ - 1 - i);  // all but the items issued after i
     __syncwarp();
 #endif
-    return slots_ + i % kStages * slot_bytes_;
+    return slots_ + i % kStages * slot_bytes_ + (shifts_ >> 4 * (i % kStages) & 15);
   }
 
   // The warp is done reading item i's slot, which the next issue refills.
@@ -98,7 +108,9 @@ class WarpStream {
   uint8_t* slots_;
   int slot_bytes_;
   uint64_t* bars_;
+  uint32_t shifts_ = 0;  // each slot's span offset from its copy's start, 4 bits a slot
   int issued_ = 0;
+  static_assert(kStages <= 8, "a slot's offset is 4 bits of shifts_");
 };
 
 }  // namespace zinc::cuda
