@@ -284,67 +284,33 @@ void check_prefill_ops(Checker& c) {
   }
 }
 
-// GPT-OSS's experts: biases on gate, up and down, the clamped SwiGLU (gate and up
-// values spread past the clamp), gpt-oss-20b's types (MXFP4 experts) and Q8_0 (the
-// pipelined grouped kernels); the decode kernels (moe_block: routed from the logits,
-// with and without a shared expert, whose add takes the parts) and the grouped ones.
-void check_expert_biases(Checker& c) {
-  const int64_t E = 8, kk = 4, dm = 320, ffe = 192;
-  for (DType t : {DType::MXFP4, DType::Q8_0}) {
-    auto gate = c.weight(t, {dm, ffe, E}, 0.5f), up = c.weight(t, {dm, ffe, E}, 0.5f);
-    auto down = c.weight(t, {ffe, dm, E}, 0.09f);
-    auto gb = c.f32({ffe, E}, c.randn(ffe * E, 2.0f)), ub = c.f32({ffe, E}, c.randn(ffe * E, 2.0f));
-    auto db = c.f32({dm, E}, c.randn(dm * E));
-    ExpertWeights on_cpu = experts(gate.cpu, up.cpu, down.cpu), on_gpu = experts(gate.gpu, up.gpu, down.gpu);
-    on_cpu.gate_bias = gb.cpu, on_cpu.up_bias = ub.cpu, on_cpu.down_bias = db.cpu;
-    on_gpu.gate_bias = gb.gpu, on_gpu.up_bias = ub.gpu, on_gpu.down_bias = db.gpu;
-    on_cpu.alpha = on_gpu.alpha = 1.702f;
-    on_cpu.clamp = on_gpu.clamp = 7.0f;
-    for (int64_t n : {1, 3, 8, 9, 64, 300}) {
-      const std::string sn = " " + tname(t) + " n=" + std::to_string(n);
-      auto mx = c.f32({dm, n}, c.randn(dm * n));
-      auto logits = c.f32({E, n}, c.randn(E * n, 2.0f));
-      auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
-      c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu);
-      c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
-      auto my = c.out({dm, n});
-      c.cpu().moe_ffn(mx.cpu, on_cpu, ids.cpu, wts.cpu, my.cpu);
-      c.gpu().moe_ffn(mx.gpu, on_gpu, ids.gpu, wts.gpu, my.gpu);
-      c.report("moe_ffn biases, clamped swiglu" + sn, c.rel_err(my), expert_tol(t, n));
-      if (n > cuda::kExpertDecodeMaxTokens) continue;
-      auto sg = c.f32({ffe, n}, c.randn(ffe * n)), su = c.f32({ffe, n}, c.randn(ffe * n));
-      auto shared_down = c.weight(DType::Q8_0, {ffe, dm}, 0.09f);
-      const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, nullptr};
-      const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, nullptr};
-      for (bool shared : {false, true}) {
-        my = c.out({dm, n});
-        c.cpu().moe_block(mx.cpu, logits.cpu, kk, true, on_cpu, shared ? &se_cpu : nullptr, my.cpu);
-        c.gpu().moe_block(mx.gpu, logits.gpu, kk, true, on_gpu, shared ? &se_gpu : nullptr, my.gpu);
-        c.report(std::string("moe_block biases, clamped swiglu") + (shared ? " shared" : "") + sn, c.rel_err(my),
-                 expert_tol(t, n));
-      }
-    }
-  }
-}
-
-// Experts large enough to be streamed (moe_stream.cu: an expert matrix of 1 MiB or
-// more): gpt-oss-20b's 2880 x 2880 in its MXFP4 and in Q8_0 (rows not 16-byte
-// aligned), with its biases and clamp, and K-quants with run scales beside a shared
-// expert (down writes the parts its add sums); routed from the logits and from ids,
-// 1 to 8 tokens (the shared memory holds every pair's act for down up to a point;
-// past it moe.cu's kernels take over, which this checks too), and 100 tokens through
-// the grouped prefill kernels.
-void check_large_experts(Checker& c) {
+// Experts beyond the flagship's: GPT-OSS's (biases on gate, up and down, the clamped
+// SwiGLU with gate and up values spread past the clamp) at a small shape, in its MXFP4
+// and in Q8_0, through the decode kernels (moe_block routed from the logits, with and
+// without a shared expert, whose add takes the parts) and the grouped ones (a prompt's
+// batch: the pipelined tiles, MXFP4's rows shifted, a short last chunk); and experts
+// large enough to be streamed (moe_stream.cu: an expert matrix of 1 MiB or more):
+// gpt-oss-20b's 2880 x 2880 (Q8_0's rows not 16-byte aligned) and K-quants with run
+// scales beside a shared expert (down writes the parts its add sums). 1 to 8 tokens
+// cover the decode paths (the shared memory holds every pair's act for down up to a
+// point; past it moe.cu's kernels take over).
+void check_expert_variants(Checker& c) {
   struct Shape {
     int64_t E, k, d, ff;
     DType gate_up, down;
     bool biases;
+    float scale, down_scale;
+    std::vector<int64_t> tokens;
+    int64_t shared_ff;
   };
-  for (const Shape& m : {Shape{6, 4, 2880, 2880, DType::MXFP4, DType::MXFP4, true},
-                         Shape{5, 4, 2880, 2880, DType::Q8_0, DType::Q8_0, true},
-                         Shape{10, 8, 2048, 1024, DType::Q4_K, DType::Q5_K, false}}) {
-    auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.05f), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, 0.05f);
-    auto down = c.weight(m.down, {m.ff, m.d, m.E}, 0.03f);
+  const std::vector<int64_t> small_tokens = {1, 3, 8, 9, 64, 300}, large_tokens = {1, 2, 3, 8, 100};
+  for (const Shape& m : {Shape{8, 4, 320, 192, DType::MXFP4, DType::MXFP4, true, 0.5f, 0.09f, small_tokens, 192},
+                         Shape{8, 4, 320, 192, DType::Q8_0, DType::Q8_0, true, 0.5f, 0.09f, small_tokens, 192},
+                         Shape{6, 4, 2880, 2880, DType::MXFP4, DType::MXFP4, true, 0.05f, 0.03f, large_tokens, 256},
+                         Shape{5, 4, 2880, 2880, DType::Q8_0, DType::Q8_0, true, 0.05f, 0.03f, large_tokens, 256},
+                         Shape{10, 8, 2048, 1024, DType::Q4_K, DType::Q5_K, false, 0.05f, 0.03f, large_tokens, 256}}) {
+    auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, m.scale), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, m.scale);
+    auto down = c.weight(m.down, {m.ff, m.d, m.E}, m.down_scale);
     auto gb = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f)), ub = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f));
     auto db = c.f32({m.d, m.E}, c.randn(m.d * m.E));
     ExpertWeights on_cpu = experts(gate.cpu, up.cpu, down.cpu), on_gpu = experts(gate.gpu, up.gpu, down.gpu);
@@ -354,9 +320,9 @@ void check_large_experts(Checker& c) {
       on_cpu.alpha = on_gpu.alpha = 1.702f;
       on_cpu.clamp = on_gpu.clamp = 7.0f;
     }
-    const std::string what = " " + tname(m.gate_up) + "/" + tname(m.down) + " d=" + std::to_string(m.d) +
-                             " ff=" + std::to_string(m.ff);
-    for (int64_t n : {1, 2, 3, 8, 100}) {
+    const std::string what = std::string(m.biases ? " biases, clamped swiglu " : " ") + tname(m.gate_up) + "/" +
+                             tname(m.down) + " d=" + std::to_string(m.d) + " ff=" + std::to_string(m.ff);
+    for (int64_t n : m.tokens) {
       const std::string sn = what + " n=" + std::to_string(n);
       auto mx = c.f32({m.d, n}, c.randn(m.d * n));
       auto logits = c.f32({m.E, n}, c.randn(m.E * n, 2.0f));
@@ -366,18 +332,17 @@ void check_large_experts(Checker& c) {
       auto my = c.out({m.d, n});
       c.cpu().moe_ffn(mx.cpu, on_cpu, ids.cpu, wts.cpu, my.cpu);
       c.gpu().moe_ffn(mx.gpu, on_gpu, ids.gpu, wts.gpu, my.gpu);
-      c.report("moe_ffn large experts" + sn, c.rel_err(my), expert_tol(m.gate_up, n));
-      if (n > 8) continue;  // a prompt's batch: the grouped kernels (MXFP4's rows shifted, a short last chunk)
-      auto sg = c.f32({256, n}, c.randn(256 * n)), su = c.f32({256, n}, c.randn(256 * n));
-      auto shared_down = c.weight(DType::Q8_0, {256, m.d}, 0.09f);
+      c.report("moe_ffn" + sn, c.rel_err(my), expert_tol(m.gate_up, n));
+      if (n > cuda::kExpertDecodeMaxTokens) continue;
+      auto sg = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n)), su = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n));
+      auto shared_down = c.weight(DType::Q8_0, {m.shared_ff, m.d}, 0.09f);
       const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, nullptr};
       const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, nullptr};
       for (bool shared : {false, true}) {
         my = c.out({m.d, n});
         c.cpu().moe_block(mx.cpu, logits.cpu, m.k, true, on_cpu, shared ? &se_cpu : nullptr, my.cpu);
         c.gpu().moe_block(mx.gpu, logits.gpu, m.k, true, on_gpu, shared ? &se_gpu : nullptr, my.gpu);
-        c.report(std::string("moe_block large experts") + (shared ? " shared" : "") + sn, c.rel_err(my),
-                 expert_tol(m.gate_up, n));
+        c.report(std::string("moe_block") + (shared ? " shared" : "") + sn, c.rel_err(my), expert_tol(m.gate_up, n));
       }
     }
   }
@@ -614,8 +579,7 @@ void check_gdn_core(Checker& c) {
 void check_ops(Checker& c) {
   constexpr double kTol = 1e-4;
   check_attention_prefill(c);
-  check_expert_biases(c);
-  check_large_experts(c);
+  check_expert_variants(c);
   for (DType t : kWeightTypes) {
     const int64_t in = 512, out = 203;
     auto w = c.weight(t, {in, out}, 0.05f);
