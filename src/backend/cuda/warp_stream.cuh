@@ -72,14 +72,14 @@ class WarpStream {
 #endif
   }
 
-  // issue() for a span at any address (rows of formats whose blocks are not 16-byte
-  // multiples, such as Q8_0's 34 bytes): the copy starts at the 16-byte boundary below
-  // src, and wait() returns the slot that many bytes in. The slot needs 15 bytes
-  // more than the span.
+  // issue() for a span (src not null) at any address (rows of formats whose blocks
+  // are not 16-byte multiples, such as Q8_0's 34 bytes): the copy starts at the
+  // 16-byte boundary below src, and wait() returns the slot that many bytes in. The
+  // slot needs 15 bytes more than the span.
   __device__ void issue_unaligned(int i, const uint8_t* src, int bytes) {
     const uint32_t shift = reinterpret_cast<uintptr_t>(src) % 16, at = 4 * (i % kStages);
     shifts_ = (shifts_ & ~(15u << at)) | shift << at;
-    issue(i, src ? src - shift : nullptr, static_cast<int>((shift + bytes + 15) / 16 * 16));
+    issue(i, src - shift, static_cast<int>((shift + bytes + 15) / 16 * 16));
   }
 
   // Waits for item i (issued) and returns where its span starts in its slot.
