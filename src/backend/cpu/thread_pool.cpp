@@ -2,20 +2,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace zinc::cpu {
 namespace {
 
-// Spins until done() or about 50 us have passed; true if done() came true.
+// Polls until done() or about 50 us have passed; true if done() came true. Between
+// polls it yields the core, so a pool with more threads than cores (or beside other
+// busy processes) does not take the time the working threads need.
 template <class Done>
 bool spin_wait(const Done& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   for (int i = 1;; ++i) {
     if (done()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+    if (i % 16 == 0 && std::chrono::steady_clock::now() > deadline) return false;
   }
 }
 

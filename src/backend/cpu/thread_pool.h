@@ -3,8 +3,8 @@
 //
 // A decode step runs a few hundred short loops (one per matmul, norm, attention), each
 // tens of microseconds. Waking a sleeping thread costs about as much, so a worker
-// spins for a while after each loop before it sleeps, and so does the caller while it
-// waits for the workers (spin_wait).
+// polls for a while after each loop before it sleeps, and so does the caller while it
+// waits for the workers (spin_wait), yielding the core between polls.
 #pragma once
 
 #include <atomic>
