@@ -10,9 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/isa_clones.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
-#include "backend/cpu/isa_clones.h"
 #include "quant/quant.h"
 
 namespace zinc::cpu {
