@@ -21,6 +21,7 @@ namespace {
 using f32x16 = float __attribute__((vector_size(64)));
 using i32x16 = int32_t __attribute__((vector_size(64)));
 using u32x16 = uint32_t __attribute__((vector_size(64)));
+using u16x16 = uint16_t __attribute__((vector_size(32)));
 using u8x16 = uint8_t __attribute__((vector_size(16)));
 constexpr int kLanes = 32;
 
@@ -55,6 +56,19 @@ i32x16 fifth_bits(uint32_t qh, int from) {
   const u32x16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const u32x16 bits = ((u32x16{} + (qh >> from)) >> lane) & 1u;
   return __builtin_convertvector(bits << 4, i32x16);
+}
+
+// half_bits_to_float (quant/half.h) on 16 lanes: the same integer steps, so the same
+// floats, subnormals, infinities and NaNs included.
+f32x16 halves_to_floats(u16x16 halves) {
+  const u32x16 h = __builtin_convertvector(halves, u32x16);
+  const u32x16 sign = (h & 0x8000u) << 16, magnitude = h & 0x7fffu;
+  const auto special = reinterpret_cast<u32x16>(magnitude >= 0x7c00u);  // all ones where true
+  const u32x16 widened = (magnitude << 13) + (112u << 23) + (special & (112u << 23));
+  const f32x16 subnormal = to_float(reinterpret_cast<i32x16>(magnitude)) * 0x1p-24f;
+  const auto small = reinterpret_cast<u32x16>(magnitude < 0x0400u);
+  const u32x16 bits = (reinterpret_cast<u32x16>(subnormal) & small) | (widened & ~small);
+  return reinterpret_cast<f32x16>(sign | bits);
 }
 
 // Each format's decoder calls use(e, w) with the weights of elements e .. e + 15 of
@@ -152,16 +166,32 @@ void q6_k_weights(const BlockQ6_K* x, int64_t nb, Use& use) {
   }
 }
 
+// F16 and BF16 rows, sixteen values at a time.
+template <class Use>
+void f16_weights(const uint8_t* row, int64_t n, Use& use) {
+  for (int64_t e = 0; e < n; e += 16) use(e, halves_to_floats(bytes16<u16x16>(row + 2 * e)));
+}
+
+template <class Use>
+void bf16_weights(const uint8_t* row, int64_t n, Use& use) {
+  for (int64_t e = 0; e < n; e += 16)
+    use(e, reinterpret_cast<f32x16>(__builtin_convertvector(bytes16<u16x16>(row + 2 * e), u32x16) << 16));
+}
+
 template <class Block>
 const Block* blocks(const void* row) {
   return static_cast<const Block*>(row);
 }
 
-// Feeds the row's weights to use; false for a format without a decoder here.
+// Feeds the row's weights to use; false for a format without a decoder here (and for
+// F16 / BF16 rows whose length is not a multiple of 32, which lane_dot ends in double).
 template <class Use>
 bool each_weight(DType t, const void* row, int64_t n, Use& use) {
   const int64_t n32 = n / kBlock32, nk = n / kBlockK;
+  const auto* bytes = static_cast<const uint8_t*>(row);
   switch (t) {
+    case DType::F16: return n % 32 == 0 && (f16_weights(bytes, n, use), true);
+    case DType::BF16: return n % 32 == 0 && (bf16_weights(bytes, n, use), true);
     case DType::Q4_0: q4_0_weights(blocks<BlockQ4_0>(row), n32, use); return true;
     case DType::Q4_1: q4_1_weights(blocks<BlockQ4_1>(row), n32, use); return true;
     case DType::Q5_0: q5_0_weights(blocks<BlockQ5_0>(row), n32, use); return true;

@@ -58,6 +58,24 @@ TEST(RowDot, EqualsLaneDotOfTheDequantizedRowForEveryFormatAndTokenCount) {
   }
 }
 
+// Every fp16 and bf16 bit pattern (subnormals, infinities, NaNs) alone in a 32-element
+// row: row_dot's conversion of sixteen at a time equals dequantize_row's one at a time.
+TEST(RowDot, EveryHalfAndBf16PatternConvertsAsDequantizeRowDoes) {
+  for (DType t : {DType::F16, DType::BF16}) {
+    std::vector<float> x(32), values(32);
+    for (int i = 0; i < 32; ++i) x[i] = 1.0f + static_cast<float>(i) / 64;
+    for (uint32_t bits = 0; bits < 65536; ++bits) {
+      std::vector<uint16_t> row(32, 0);
+      row[bits % 32] = static_cast<uint16_t>(bits);
+      dequantize_row(t, row.data(), values.data(), 32);
+      const float plain = static_cast<float>(lane_dot(values.data(), x.data(), 32));
+      float fused;
+      row_dot(t, row.data(), x.data(), 32, 1, 32, &fused, 1);
+      ASSERT_EQ(std::memcmp(&fused, &plain, sizeof plain), 0) << type_name(t) << " bits " << bits;
+    }
+  }
+}
+
 TEST(RowDot, LaneDotIsADotProduct) {
   for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{1000}, int64_t{4096}}) {
     const std::vector<float> a = random_floats(n, 1), b = random_floats(n, 2);
