@@ -123,7 +123,8 @@ template <class Use>
 void q8_0_weights(const BlockQ8_0* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d);
-    for (int h = 0; h < 2; ++h) use(32 * b + 16 * h, to_float(widen(bytes16<u8x16>(x[b].qs + 16 * h) ^ 0x80) - 128) * d);
+    for (int h = 0; h < 2; ++h)
+      use(32 * b + 16 * h, to_float(widen(bytes16<u8x16>(x[b].qs + 16 * h) ^ 0x80) - 128) * d);
   }
 }
 
@@ -166,7 +167,12 @@ void q6_k_weights(const BlockQ6_K* x, int64_t nb, Use& use) {
   }
 }
 
-// F16 and BF16 rows, sixteen values at a time.
+// F32, F16 and BF16 rows, sixteen values at a time.
+template <class Use>
+void f32_weights(const uint8_t* row, int64_t n, Use& use) {
+  for (int64_t e = 0; e < n; e += 16) use(e, floats16(reinterpret_cast<const float*>(row) + e));
+}
+
 template <class Use>
 void f16_weights(const uint8_t* row, int64_t n, Use& use) {
   for (int64_t e = 0; e < n; e += 16) use(e, halves_to_floats(bytes16<u16x16>(row + 2 * e)));
@@ -184,14 +190,16 @@ const Block* blocks(const void* row) {
 }
 
 // Feeds the row's weights to use; false for a format without a decoder here (and for
-// F16 / BF16 rows whose length is not a multiple of 32, which lane_dot ends in double).
+// plain rows whose length is not a multiple of 32, which lane_dot ends in double).
 template <class Use>
 bool each_weight(DType t, const void* row, int64_t n, Use& use) {
   const int64_t n32 = n / kBlock32, nk = n / kBlockK;
   const auto* bytes = static_cast<const uint8_t*>(row);
+  const bool whole_lanes = n % kLanes == 0;
   switch (t) {
-    case DType::F16: return n % 32 == 0 && (f16_weights(bytes, n, use), true);
-    case DType::BF16: return n % 32 == 0 && (bf16_weights(bytes, n, use), true);
+    case DType::F32: return whole_lanes && (f32_weights(bytes, n, use), true);
+    case DType::F16: return whole_lanes && (f16_weights(bytes, n, use), true);
+    case DType::BF16: return whole_lanes && (bf16_weights(bytes, n, use), true);
     case DType::Q4_0: q4_0_weights(blocks<BlockQ4_0>(row), n32, use); return true;
     case DType::Q4_1: q4_1_weights(blocks<BlockQ4_1>(row), n32, use); return true;
     case DType::Q5_0: q5_0_weights(blocks<BlockQ5_0>(row), n32, use); return true;
@@ -240,11 +248,6 @@ ZINC_ISA_CLONES double lane_dot(const float* a, const float* b, int64_t n) {
 
 ZINC_ISA_CLONES void row_dot(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens,
                              int64_t n, float* y, int64_t y_stride) {
-  if (t == DType::F32) {
-    for (int64_t j = 0; j < n_tokens; ++j)
-      y[j * y_stride] = static_cast<float>(lane_dot(static_cast<const float*>(row), x + j * x_stride, n));
-    return;
-  }
   // Four tokens a pass over the row: each x vector is loaded once per weight vector
   // and the row stays in L1, so this beats a written-out row at any token count.
   bool decoded = true;
@@ -259,11 +262,15 @@ ZINC_ISA_CLONES void row_dot(DType t, const void* row, const float* x, int64_t x
     }
   }
   if (decoded) return;
-  // The rarer formats: the row written out once.
+  // The rarer formats: the row written out once (an F32 row is already).
   thread_local std::vector<float> values;
-  values.resize(static_cast<size_t>(n));
-  dequantize_row(t, row, values.data(), n);
-  for (int64_t j = 0; j < n_tokens; ++j) y[j * y_stride] = static_cast<float>(lane_dot(values.data(), x + j * x_stride, n));
+  const float* w = static_cast<const float*>(row);
+  if (t != DType::F32) {
+    values.resize(static_cast<size_t>(n));
+    dequantize_row(t, row, values.data(), n);
+    w = values.data();
+  }
+  for (int64_t j = 0; j < n_tokens; ++j) y[j * y_stride] = static_cast<float>(lane_dot(w, x + j * x_stride, n));
 }
 
 }  // namespace zinc::cpu
