@@ -70,22 +70,14 @@ void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
     const auto moved = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    bool stop;
-    {
+    if (!spin_wait(moved)) {
       std::unique_lock<std::mutex> lock(mu_);
-      if (!moved()) {
-        lock.unlock();
-        if (!spin_wait(moved)) {
-          lock.lock();
-          start_cv_.wait(lock, moved);
-        } else {
-          lock.lock();
-        }
-      }
-      seen = generation_.load(std::memory_order_acquire);
-      stop = stop_;
+      start_cv_.wait(lock, moved);
     }
-    if (stop) return;
+    // The acquire load that saw generation_ move makes stop_ and job_* visible; none
+    // of them changes again before this worker counts itself done below.
+    seen = generation_.load(std::memory_order_relaxed);
+    if (stop_) return;
     if (index < job_parts_) run_part(*job_, job_n_, job_parts_, index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller checks pending_ under mu_ before it sleeps
