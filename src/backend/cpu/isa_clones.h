@@ -1,10 +1,10 @@
-// The CPU backend's dot products compiled for several x86-64
-// levels, the widest the machine has chosen when the program loads (GCC's function
-// multiversioning through ifunc). The build stays runnable on any x86-64, and a
-// machine with AVX2 or AVX-512 gets loops as wide as its vectors. `flatten` inlines
-// the callees so that they are compiled for each level too. The results do not
-// depend on the level: the build contracts no multiply-add (ISO mode), and the
-// vectorizer keeps each loop's order of float operations. A build for AVX-512 already
+// The CPU backend's dot products compiled for several x86-64 levels, the widest the
+// machine has chosen when the program loads (GCC's function multiversioning through
+// ifunc). The build stays runnable on any x86-64, and a machine with AVX2 or AVX-512
+// gets loops as wide as its vectors. `flatten` inlines the callees so that they are
+// compiled for each level too. The results do not depend on the level: the build
+// contracts no multiply-add (-ffp-contract=off, CMakeLists.txt), and the vectorizer
+// keeps each loop's order of float operations. A build for AVX-512 already
 // (-march=native on such a machine) needs no clones, and GCC 12 fails on them there
 // (an internal error in convert_move).
 #pragma once

@@ -334,7 +334,8 @@ void check_expert_variants(Checker& c) {
       c.gpu().moe_ffn(mx.gpu, on_gpu, ids.gpu, wts.gpu, my.gpu);
       c.report("moe_ffn" + sn, c.rel_err(my), expert_tol(m.gate_up, n));
       if (n > cuda::kExpertDecodeMaxTokens) continue;
-      auto sg = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n)), su = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n));
+      auto sg = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n));
+      auto su = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n));
       auto shared_down = c.weight(DType::Q8_0, {m.shared_ff, m.d}, 0.09f);
       const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, nullptr};
       const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, nullptr};

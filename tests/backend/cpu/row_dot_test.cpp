@@ -1,7 +1,8 @@
 // row_dot (a quantized row dotted with one or more tokens' x as it is dequantized)
 // equals lane_dot of the dequantized row bit for bit, for every format and token count
-// and at the vector width this machine picks; lane_dot is a dot product (against a long-double sum); the thread pool runs
-// every part of every loop once, whether its workers spin or sleep between loops.
+// and at the vector width this machine picks; lane_dot is a dot product (against a
+// long-double sum); the thread pool runs every part of every loop once, whether its
+// workers poll or sleep between loops.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -50,7 +51,8 @@ TEST(RowDot, EqualsLaneDotOfTheDequantizedRowForEveryFormatAndTokenCount) {
         for (int64_t j = 0; j < tokens; ++j) {
           const float plain = static_cast<float>(lane_dot(values.data(), x.data() + j * stride, n));
           ASSERT_TRUE(std::isfinite(plain));
-          EXPECT_EQ(std::memcmp(&y[2 * j], &plain, sizeof plain), 0) << "token " << j << ": " << y[2 * j] << " vs " << plain;
+          EXPECT_EQ(std::memcmp(&y[2 * j], &plain, sizeof plain), 0)
+              << "token " << j << ": " << y[2 * j] << " vs " << plain;
           EXPECT_EQ(y[2 * j + 1], -1.0f);
         }
       }
@@ -89,7 +91,7 @@ TEST(RowDot, LaneDotIsADotProduct) {
   }
 }
 
-TEST(ThreadPool, RunsEveryPartOnceWhetherWorkersSpinOrSleep) {
+TEST(ThreadPool, RunsEveryPartOnceWhetherWorkersPollOrSleep) {
   for (int threads : {1, 2, 4}) {
     ThreadPool pool(threads);
     std::mt19937 rng(threads);
@@ -100,7 +102,7 @@ TEST(ThreadPool, RunsEveryPartOnceWhetherWorkersSpinOrSleep) {
         for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
       });
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, call " << call;
-      // Now and then, long enough for the workers to stop spinning and sleep.
+      // Now and then, long enough for the workers to stop polling and sleep.
       if (call % 200 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
