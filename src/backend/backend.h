@@ -129,15 +129,19 @@ class Backend {
   virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                 const Tensor& beta, const Tensor& state, const Tensor& y) = 0;
 
-  // Writes k, v {D, Hkv, n} into the F16 caches {D, Hkv, n_ctx} at rows pos[i] (I32
-  // {n}), rounded to nearest. Positions live on the device so a captured step can be
+  // A KV cache {D, Hkv, C} (F16) holds position p at row p % C: the whole context when
+  // C is at least the sequence's length, else a ring of a sliding window's last rows.
+  // Writes k, v {D, Hkv, n} into the caches at the rows of positions pos[i] (I32 {n}),
+  // rounded to nearest. Positions live on the device so a captured step can be
   // replayed at a new position.
   virtual void kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& pos) = 0;
   // Causal GQA attention over the F16 caches, in f32: query i {D, Hq} attends to
-  // cache rows first..pos[i] (which already hold those positions); y {D, Hq, n}.
+  // positions first..pos[i] (which the caches already hold); y {D, Hq, n}.
   // first is 0, or with a sliding window (window > 0: Gemma 3's local layers)
-  // max(0, pos[i] - window + 1), the window's last positions. Query head h reads KV
+  // max(0, pos[i] - window + 1), the window's last positions; every position one call
+  // reads (from the smallest first to the largest pos[i]) must still be in the cache,
+  // so a call spans at most C positions (kv_store's rows). Query head h reads KV
   // head h / (Hq / Hkv). One sequence's caches for all n queries, or one sequence per
   // query (query i with k_caches[i] and v_caches[i], as n calls). With sinks (F32
   // {Hq}: GPT-OSS), head h's softmax has one more logit, sinks[h], with no value: it

@@ -142,7 +142,10 @@ class Runner {
       forward_and_pick(random_tokens(n));
     }
   }
+  // Back to a depth for the next timed run. Only the position moves: the caches and
+  // recurrent states keep what the runs after that depth wrote (timing, not text).
   void rewind(int64_t depth) { seq_.n_past = depth; }
+  size_t state_bytes() const { return seq_.bytes(); }
 
   double prompt(int64_t n) {
     const auto tokens = random_tokens(n);
@@ -261,14 +264,17 @@ void add_bench_command(CLI::App& app) {
                 std::string(model->arch()).c_str(), gib, load_s, device.c_str());
     std::printf("weights read per generated token: %.3f GB", bytes_per_token / 1e9);
     if (peak_gbs > 0) std::printf("; GPU peak bandwidth %.0f GB/s (memory clock x bus width)", peak_gbs);
+    const int64_t max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
+    const int64_t max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
+    const int64_t n_ctx = max_depth + std::max(max_prompt, args->gen) + 1;
+    Runner runner(*model, *backend, n_ctx, args->ubatch);
+    std::printf("\nsequence state (KV caches, recurrent states) for %lld positions: %.1f MiB",
+                static_cast<long long>(n_ctx), static_cast<double>(runner.state_bytes()) / (1024.0 * 1024));
     std::printf(
         "\n\n| backend | test | tokens/s | median tokens/s | ms per run (median) | weight GB/s | %% of peak |\n"
         "|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
 
-    const int64_t max_depth = depths.empty() ? 0 : *std::max_element(depths.begin(), depths.end());
-    const int64_t max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
-    Runner runner(*model, *backend, max_depth + std::max(max_prompt, args->gen) + 1, args->ubatch);
     int64_t filled = 0;
     for (int64_t depth : depths) {
       if (depth > filled) {

@@ -1,5 +1,6 @@
 #include "model/blocks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -124,13 +125,20 @@ Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor&
   return y;
 }
 
-SequenceState kv_cache_sequence(Backend& be, int64_t n_layer, int64_t head_dim, int64_t n_head_kv, int64_t n_ctx) {
+int64_t kv_cache_rows(int window, int64_t n_ctx, int64_t window_piece) {
+  if (window_piece < 1) throw std::invalid_argument("kv_cache_rows: window_piece must be positive");
+  return window > 0 ? std::min<int64_t>(n_ctx, window + window_piece - 1) : n_ctx;
+}
+
+SequenceState kv_cache_sequence(Backend& be, std::span<const int> windows, int64_t head_dim, int64_t n_head_kv,
+                                int64_t n_ctx, int64_t window_piece) {
   SequenceState s;
   s.n_ctx = n_ctx;
-  for (int64_t i = 0; i < n_layer; ++i) {
+  for (const int window : windows) {
+    const int64_t rows = kv_cache_rows(window, n_ctx, window_piece);
     LayerState ls;
-    ls.k_cache = be.alloc_persistent(DType::F16, {head_dim, n_head_kv, n_ctx});
-    ls.v_cache = be.alloc_persistent(DType::F16, {head_dim, n_head_kv, n_ctx});
+    ls.k_cache = be.alloc_persistent(DType::F16, {head_dim, n_head_kv, rows});
+    ls.v_cache = be.alloc_persistent(DType::F16, {head_dim, n_head_kv, rows});
     s.layers.push_back(ls);
   }
   return s;
@@ -167,9 +175,20 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
   } else {
     for (const BatchSequence& s : batch.seqs) {
       const LayerState& state = s.seq->layers[layer];
-      run(slice_tokens(qp, s, 2), slice_tokens(k, s, 2), slice_tokens(v, s, 2), slice_tokens(batch.pos, s, 0),
-          slice_tokens(q, s, 2), opt.output_gate ? slice_tokens(gate, s, 2) : Tensor{}, slice_tokens(o, s, 2),
-          std::span(&state.k_cache, 1), std::span(&state.v_cache, 1));
+      // Over a sliding window's ring (a cache shorter than the context), pieces short
+      // enough that each query's window is still in the cache after the piece's rows
+      // are written.
+      const int64_t rows = state.k_cache.ne[2];
+      const bool ring = rows < s.seq->n_ctx;
+      if (ring && (opt.window <= 0 || opt.window > rows))
+        throw std::invalid_argument("attention: a KV cache shorter than the context needs a window that fits it");
+      const int64_t piece = ring ? rows - opt.window + 1 : s.count;
+      for (int64_t at = 0; at < s.count; at += piece) {
+        const BatchSequence p{s.seq, s.offset + at, std::min(piece, s.count - at), 0};
+        run(slice_tokens(qp, p, 2), slice_tokens(k, p, 2), slice_tokens(v, p, 2), slice_tokens(batch.pos, p, 0),
+            slice_tokens(q, p, 2), opt.output_gate ? slice_tokens(gate, p, 2) : Tensor{}, slice_tokens(o, p, 2),
+            std::span(&state.k_cache, 1), std::span(&state.v_cache, 1));
+      }
     }
   }
   Tensor out = linear(be, w.o, o.reshape({D * Hq, n}));

@@ -43,9 +43,16 @@ std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const
 Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps,
                     const Tensor* b_norm = nullptr);
 
-// A sequence of n_ctx positions with an F16 KV cache {head_dim, n_head_kv, n_ctx}
-// per layer (the attention-only architectures).
-SequenceState kv_cache_sequence(Backend& be, int64_t n_layer, int64_t head_dim, int64_t n_head_kv, int64_t n_ctx);
+// The rows of a layer's KV cache for a context of n_ctx positions: all of them, or
+// with a sliding window (window > 0) a ring of the window's rows and a piece's
+// (Model::kWindowPiece; backend.h's kv_store), so that attention() can take a chunk
+// in pieces that overwrite no row one of their queries reads.
+int64_t kv_cache_rows(int window, int64_t n_ctx, int64_t window_piece);
+// A sequence of n_ctx positions with an F16 KV cache {head_dim, n_head_kv,
+// kv_cache_rows(windows[i], n_ctx, window_piece)} per layer i (the attention-only
+// architectures; window 0: the whole context).
+SequenceState kv_cache_sequence(Backend& be, std::span<const int> windows, int64_t head_dim, int64_t n_head_kv,
+                                int64_t n_ctx, int64_t window_piece);
 
 struct AttentionWeights {
   Tensor q, k, v, o;        // q {d, Hq·D (·2 when gated)}, k/v {d, Hkv·D}, o {Hq·D, d}

@@ -115,10 +115,13 @@ class GptOss final : public Model {
   int64_t n_vocab() const override { return n_vocab_; }
   int64_t n_ctx_train() const override { return n_ctx_train_; }
 
-  // Every layer keeps the whole context (the local layers could keep a ring of their
-  // window's rows, as for Gemma 3: not done yet).
-  SequenceState new_sequence(int64_t n_ctx) override {
-    return blocks::kv_cache_sequence(be_, n_layer_, global_.head_dim, global_.n_head_kv, n_ctx);
+  // The local layers keep a ring of their window's rows (blocks::kv_cache_rows), the
+  // global ones the whole context.
+  SequenceState make_sequence(int64_t n_ctx, int64_t window_piece) override {
+    std::vector<int> windows;
+    for (const Layer& L : layers_) windows.push_back(L.local ? local_.window : 0);
+    return blocks::kv_cache_sequence(be_, windows, global_.head_dim, global_.n_head_kv, n_ctx,
+                                     window_piece);
   }
 
   Tensor forward_batch(std::span<const SequenceChunk> chunks) override {

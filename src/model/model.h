@@ -41,8 +41,15 @@ class Model {
   virtual int64_t n_vocab() const = 0;
   virtual int64_t n_ctx_train() const = 0;
 
-  // State for one sequence of up to n_ctx tokens, zeroed.
-  virtual SequenceState new_sequence(int64_t n_ctx) = 0;
+  // Queries per attention call over a sliding window's KV ring: a longer chunk of a
+  // sequence's tokens attends in pieces of this many, and the ring keeps the
+  // window's rows and a piece's (blocks::kv_cache_rows).
+  static constexpr int64_t kWindowPiece = 512;
+  // State for one sequence of up to n_ctx tokens, zeroed. A smaller window_piece
+  // (tests) makes a sliding window's ring smaller.
+  SequenceState new_sequence(int64_t n_ctx, int64_t window_piece = kWindowPiece) {
+    return make_sequence(n_ctx, window_piece);
+  }
   // One pass over several sequences at once (each at most once): every weight is
   // read once for all their tokens; attention and recurrent state stay per
   // sequence. Advances each n_past. Returns logits {n_vocab, sum of n_out}, the
@@ -60,6 +67,7 @@ class Model {
   void set_trace(TraceFn fn) { trace_fn_ = std::move(fn); }
 
  protected:
+  virtual SequenceState make_sequence(int64_t n_ctx, int64_t window_piece) = 0;
   void trace(const Tensor& t, std::string_view name, int layer = -1) const {
     if (trace_fn_) trace_fn_(t, name, layer);
   }

@@ -99,7 +99,7 @@ class Qwen35 final : public Model {
   int64_t n_vocab() const override { return n_vocab_; }
   int64_t n_ctx_train() const override { return n_ctx_train_; }
 
-  SequenceState new_sequence(int64_t n_ctx) override {
+  SequenceState make_sequence(int64_t n_ctx, int64_t /*window_piece: no sliding windows*/) override {
     SequenceState s;
     s.n_ctx = n_ctx;
     const int64_t channels = 2 * gdn_.n_k_heads * gdn_.dk + gdn_.n_v_heads * gdn_.dv;

@@ -99,8 +99,9 @@ class Transformer final : public Model {
   int64_t n_vocab() const override { return n_vocab_; }
   int64_t n_ctx_train() const override { return n_ctx_train_; }
 
-  SequenceState new_sequence(int64_t n_ctx) override {
-    return blocks::kv_cache_sequence(be_, n_layer_, attn_.head_dim, attn_.n_head_kv, n_ctx);
+  SequenceState make_sequence(int64_t n_ctx, int64_t window_piece) override {
+    return blocks::kv_cache_sequence(be_, std::vector<int>(n_layer_, 0), attn_.head_dim, attn_.n_head_kv, n_ctx,
+                                     window_piece);
   }
 
   Tensor forward_batch(std::span<const SequenceChunk> chunks) override {

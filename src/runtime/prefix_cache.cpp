@@ -7,8 +7,22 @@ namespace zinc {
 
 namespace {
 
-// Bytes of one position in a KV cache {head_dim, heads, n_ctx}.
+// Bytes of one position in a KV cache {head_dim, heads, rows}.
 size_t position_bytes(const Tensor& cache) { return cache.nbytes() / static_cast<size_t>(cache.ne[2]); }
+
+// f(row, i, n) for each run of cache rows that holds positions [first, first + count):
+// position first + i at row `row`, and the n after it in the rows after. A cache of
+// fewer rows than the context is a sliding window's ring (backend.h's kv_store): it
+// wraps, and holds only the last `rows` positions, so earlier ones are skipped.
+template <class F>
+void position_runs(const Tensor& cache, int64_t first, int64_t count, F&& f) {
+  const int64_t rows = cache.ne[2];
+  for (int64_t i = std::max<int64_t>(0, count - rows); i < count;) {
+    const int64_t row = (first + i) % rows, n = std::min(count - i, rows - row);
+    f(static_cast<size_t>(row), static_cast<size_t>(i), static_cast<size_t>(n));
+    i += n;
+  }
+}
 
 }  // namespace
 
@@ -52,13 +66,15 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
   ++tick_;
   for (Node* n : path) {
     n->last_used = tick_;
-    const size_t first = static_cast<size_t>((n->depth - 1) * block_);
+    const int64_t first = (n->depth - 1) * block_;
     for (size_t l = 0; l < seq.layers.size(); ++l) {
       const LayerState& ls = seq.layers[l];
       if (ls.k_cache.empty()) continue;
-      const size_t row = position_bytes(ls.k_cache);
-      backend.write(ls.k_cache, n->k_rows[l].data(), n->k_rows[l].size(), first * row);
-      backend.write(ls.v_cache, n->v_rows[l].data(), n->v_rows[l].size(), first * row);
+      const size_t bytes = position_bytes(ls.k_cache);
+      position_runs(ls.k_cache, first, block_, [&](size_t row, size_t i, size_t count) {
+        backend.write(ls.k_cache, n->k_rows[l].data() + i * bytes, count * bytes, row * bytes);
+        backend.write(ls.v_cache, n->v_rows[l].data() + i * bytes, count * bytes, row * bytes);
+      });
     }
   }
   const Node* last = path.back();
@@ -101,10 +117,15 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
   for (size_t l = 0; l < L; ++l) {
     const LayerState& ls = seq.layers[l];
     if (!ls.k_cache.empty()) {
-      const size_t row = position_bytes(ls.k_cache);
-      const size_t first = static_cast<size_t>(n - block_) * row, bytes = static_cast<size_t>(block_) * row;
-      take(ls.k_cache, node->k_rows[l], first, bytes);
-      take(ls.v_cache, node->v_rows[l], first, bytes);
+      // The block's rows; those a ring no longer holds stay zero (restore skips them).
+      const size_t bytes = position_bytes(ls.k_cache);
+      for (auto [cache, rows] : {std::pair{&ls.k_cache, &node->k_rows[l]}, std::pair{&ls.v_cache, &node->v_rows[l]}}) {
+        rows->assign(static_cast<size_t>(block_) * bytes, 0);
+        position_runs(*cache, n - block_, block_, [&](size_t row, size_t i, size_t count) {
+          backend.read(*cache, rows->data() + i * bytes, count * bytes, row * bytes);
+        });
+        node->bytes += rows->size();
+      }
     }
     if (!ls.conv.empty()) take(ls.conv, node->conv[l], 0, ls.conv.nbytes());
     if (!ls.delta.empty()) take(ls.delta, node->delta[l], 0, ls.delta.nbytes());

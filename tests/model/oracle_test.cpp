@@ -105,7 +105,13 @@ TEST(OracleTransformers, CpuLogitsMatchTransformers) {
       Tensor d = model->forward(seq2, std::span(g.tokens).subspan(i, 1), 1);
       backend->read(d, decode.data() + i * g.n_vocab, g.n_vocab * sizeof(float));
     }
-    for (auto [label, got] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}}) {
+    // A sliding window's KV ring, kept small so that it wraps (pieces of 4 queries);
+    // without windows, the whole cache again.
+    SequenceState seq3 = model->new_sequence(n, 4);
+    Tensor r = model->forward(seq3, g.tokens, n);
+    std::vector<float> ring(n * g.n_vocab);
+    backend->read(r, ring.data(), ring.size() * sizeof(float));
+    for (auto [label, got] : {std::pair{"prefill", &prefill}, std::pair{"decode", &decode}, std::pair{"ring", &ring}}) {
       auto s = test::compare_logits(g.logits, *got, g.n_vocab);
       std::printf("[oracle] %s %s: %lld positions, top-1 agreement %.4f, mean KL %.3g, max |diff| %.3g\n",
                   g.name.c_str(), label, static_cast<long long>(n), s.top1_agreement, s.mean_kl, s.max_abs_diff);

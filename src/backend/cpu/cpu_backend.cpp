@@ -310,10 +310,11 @@ class CpuBackend final : public Backend {
     check(k_cache.type == DType::F16 && v_cache.type == DType::F16, "kv_store", "the caches are F16");
     for (int64_t i = 0; i < n; ++i) {
       const int32_t p = pos.as<const int32_t>()[i];
-      check(p >= 0 && p < k_cache.ne[2], "kv_store", "position outside the cache");
+      check(p >= 0, "kv_store", "negative position");
+      const int64_t at = p % k_cache.ne[2] * row;
       for (int64_t j = 0; j < row; ++j) {
-        k_cache.as<uint16_t>()[p * row + j] = float_to_half_bits(k.as<const float>()[i * row + j]);
-        v_cache.as<uint16_t>()[p * row + j] = float_to_half_bits(v.as<const float>()[i * row + j]);
+        k_cache.as<uint16_t>()[at + j] = float_to_half_bits(k.as<const float>()[i * row + j]);
+        v_cache.as<uint16_t>()[at + j] = float_to_half_bits(v.as<const float>()[i * row + j]);
       }
     }
   }
@@ -537,19 +538,25 @@ class CpuBackend final : public Backend {
     const auto first = [&](int64_t t) {
       return window > 0 ? std::max<int64_t>(0, pos.as<const int32_t>()[t] + 1 - window) : int64_t{0};
     };
-    int64_t lo = std::numeric_limits<int64_t>::max(), rows = 0;  // cache rows [lo, rows) some query sees
+    int64_t lo = std::numeric_limits<int64_t>::max(), rows = 0;  // positions [lo, rows) some query sees
     for (int64_t t = 0; t < n; ++t) {
       const int64_t len = pos.as<const int32_t>()[t] + 1;
-      check(len >= 1 && len <= k_cache.ne[2], "attention", "position outside the cache");
+      check(len >= 1, "attention", "negative position");
       rows = std::max(rows, len);
       lo = std::min(lo, first(t));
     }
-    // Those rows widened to f32 once, rather than once per query head (row s at s - lo).
+    const int64_t C = k_cache.ne[2];  // position s lives in cache row s % C
+    check(rows - lo <= C, "attention", "the positions one call reads do not fit in the cache");
+    // Those rows widened to f32 once, rather than once per query head (position s at s - lo).
     std::vector<float> kf((rows - lo) * row), vf((rows - lo) * row);
     pool_.parallel_for(rows - lo, 64, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t i = r0 * row; i < r1 * row; ++i) {
-        kf[i] = half_bits_to_float(k_cache.as<const uint16_t>()[lo * row + i]);
-        vf[i] = half_bits_to_float(v_cache.as<const uint16_t>()[lo * row + i]);
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint16_t* kc = k_cache.as<const uint16_t>() + (lo + r) % C * row;
+        const uint16_t* vc = v_cache.as<const uint16_t>() + (lo + r) % C * row;
+        for (int64_t j = 0; j < row; ++j) {
+          kf[r * row + j] = half_bits_to_float(kc[j]);
+          vf[r * row + j] = half_bits_to_float(vc[j]);
+        }
       }
     });
     pool_.parallel_for(n * Hq, 1, [&](int64_t i0, int64_t i1, int) {

@@ -102,9 +102,11 @@ struct KeyRange {
   int first, end;
 };
 __device__ __forceinline__ KeyRange keys_of(const AttentionParams& p, int t) {
-  const int end = min(p.pos[t] + 1, p.n_ctx);
+  const int end = p.pos[t] + 1;
   return {p.window > 0 ? max(0, end - p.window) : 0, end};
 }
+// The cache row of key `key`: a sliding window's ring of n_ctx rows wraps.
+__device__ __forceinline__ int64_t cache_row(int key, int n_ctx) { return key < n_ctx ? key : key % n_ctx; }
 
 // The chunk of a query that sees `len` keys: its keys spread over the grid's splits
 // in whole rounds, at least kMinChunk. It follows the position (on the device), not
@@ -156,8 +158,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
     for (int e = lane; e < kTileKeys * kVecs; e += 32) {
       const int r = e / kVecs, c = e % kVecs * 8, key = min(tile_base(i) + r, s1 - 1);
       if (key < lo || key >= hi) continue;
-      cp_async16(&sh.k[warp][i % kStages][r][c], kc + key * row_stride + c);
-      cp_async16(&sh.v[warp][i % kStages][r][c], vc + key * row_stride + c);
+      const int64_t at = cache_row(key, p.n_ctx) * row_stride + c;
+      cp_async16(&sh.k[warp][i % kStages][r][c], kc + at);
+      cp_async16(&sh.v[warp][i % kStages][r][c], vc + at);
     }
   };
 #pragma unroll
@@ -365,11 +368,12 @@ __global__ void kv_store_kernel(const float* k, const float* v, __half* kc, __ha
   pdl_begin();
   const int t = blockIdx.y;
   const int p = pos[t];
-  if (p < 0 || p >= n_ctx) return;
+  if (p < 0) return;
+  const int64_t at = p % n_ctx * row;  // a sliding window's ring wraps
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < row;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    kc[p * row + i] = __float2half_rn(k[t * row + i]);
-    vc[p * row + i] = __float2half_rn(v[t * row + i]);
+    kc[at + i] = __float2half_rn(k[t * row + i]);
+    vc[at + i] = __float2half_rn(v[t * row + i]);
   }
 }
 

@@ -68,8 +68,10 @@ __device__ __forceinline__ void stage_tile(Smem<D>& sh, int buf, const PrefillPa
 #pragma unroll 4
   for (int e = threadIdx.x; e < kKeys * kVec; e += kThreads) {
     const int i = e / kVec, c8 = e % kVec * 8;
-    const bool valid = s0 + i < end;
-    const int64_t at = valid ? ((static_cast<int64_t>(s0) + i) * p.Hkv + kvh) * D + c8 : 0;
+    const int key = s0 + i;
+    const bool valid = key < end;
+    const int64_t row = key < p.n_ctx ? key : key % p.n_ctx;  // a sliding window's ring wraps
+    const int64_t at = valid ? (row * p.Hkv + kvh) * D + c8 : 0;
     cp_async16(&sh.k[buf][i][c8], p.kc + at, valid);
     cp_async16(&sh.v[buf][i][c8], p.vc + at, valid);
   }
@@ -97,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const __gri
   }
   if (threadIdx.x < kRows) {
     const int row = r0 + threadIdx.x;
-    const int last = row < p.n * G ? min(p.pos[row / G], p.n_ctx - 1) : -1;
+    const int last = row < p.n * G ? p.pos[row / G] : -1;
     const int first = p.window > 0 ? max(0, last - p.window + 1) : 0;
     sh.row_pos[threadIdx.x] = last;
     sh.row_first[threadIdx.x] = first;

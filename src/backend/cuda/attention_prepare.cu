@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __
     if (d < p.n_rot) sincosf(static_cast<float>(position) * inv_freq[p.neox ? d % half : d / 2], &sn[u], &cs[u]);
   }
   pdl_begin();
-  if (!is_q && (position < 0 || position >= p.n_ctx)) return;
+  if (!is_q && position < 0) return;
+  const int64_t cache_row = position < p.n_ctx ? position : position % p.n_ctx;  // a sliding window's ring wraps
 
   // ---- the head's row and what goes out beside it (the gate, or v), in one round trip ----
   float x[P], other[P];
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __
       p.q[head * D + d] = out;
       if (p.gate) p.gate[head * D + d] = other[u];
     } else {
-      const int64_t at = (static_cast<int64_t>(position) * p.Hkv + (h - p.Hq)) * D + d;
+      const int64_t at = (cache_row * p.Hkv + (h - p.Hq)) * D + d;
       k_cache_of(p, t)[at] = __float2half_rn(out);
       v_cache_of(p, t)[at] = __float2half_rn(other[u]);
     }

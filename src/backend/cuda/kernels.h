@@ -112,7 +112,8 @@ void gated_delta_rule_chunked(const DeltaRuleShape& shape, const float* q, const
                               const float* g, const float* beta, float* state, float* y, float* scratch,
                               cudaStream_t s);
 
-// Attention over F16 caches {D, Hkv, n_ctx} (the bits of IEEE halves).
+// Attention over F16 caches {D, Hkv, n_ctx} (the bits of IEEE halves); position p is
+// in row p % n_ctx (backend.h: a sliding window's ring wraps).
 void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cache, const int32_t* pos, int64_t row,
               int64_t n, int64_t n_ctx, cudaStream_t s);
 struct AttentionShape {
