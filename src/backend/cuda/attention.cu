@@ -105,8 +105,6 @@ __device__ __forceinline__ KeyRange keys_of(const AttentionParams& p, int t) {
   const int end = p.pos[t] + 1;
   return {p.window > 0 ? max(0, end - p.window) : 0, end};
 }
-// The cache row of key `key`: a sliding window's ring of n_ctx rows wraps.
-__device__ __forceinline__ int64_t cache_row(int key, int n_ctx) { return key < n_ctx ? key : key % n_ctx; }
 
 // The chunk of a query that sees `len` keys: its keys spread over the grid's splits
 // in whole rounds, at least kMinChunk. It follows the position (on the device), not
@@ -119,10 +117,10 @@ __device__ __forceinline__ int chunk_of(const AttentionParams& p, int len) {
 
 // Warp w takes tiles w, w + kWarps, ... of 16 keys of the block's chunk [s0, s1),
 // each through its own ring of kStages slots filled with 16-byte cp.async copies, so
-// no warp waits for another until the end. The first kStages tiles are copied before
-// the kernel waits for the previous one (attention_prepare, which writes only the
-// batch's own rows, from `fresh` on: a sequence's own token's row when each token is
-// a sequence of its own): those rows follow after the wait.
+// no warp waits for another until the end. The first kStages tiles' rows of keys
+// below `fresh` are copied before the kernel waits for the previous one (earlier
+// passes wrote them; attention_prepare writes the batch's own rows, from `fresh` on):
+// the rest follow after the wait.
 template <int D, class Params>
 __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const __grid_constant__ Params p) {
   extern __shared__ uint4 smem_raw[];
@@ -131,9 +129,13 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   const int split = blockIdx.x, t = blockIdx.z;
   const int G = p.Hq / p.Hkv, kvh = blockIdx.y / p.head_blocks;
   const int h0 = kvh * G + blockIdx.y % p.head_blocks * kMaxGroup, heads = min(kMaxGroup, (kvh + 1) * G - h0);
+  // Keys from `fresh` on are copied after the wait. Several queries of one sequence
+  // copy everything after it: they may be a later piece of a chunk over a sliding
+  // window's ring (blocks::attention), whose earlier piece's rows, below the queries'
+  // positions, an earlier kernel of the same pass may still be writing.
   int fresh = p.pos[t];
   if constexpr (!std::is_same_v<Params, AttentionSeqsParams>)
-    for (int u = 0; u < p.n; ++u) fresh = min(fresh, p.pos[u]);
+    if (p.n > 1) fresh = 0;
   const KeyRange keys = keys_of(p, t);
   const int chunk = chunk_of(p, keys.end - keys.first), s0 = keys.first + split * chunk;
   if (s0 >= keys.end) {  // the merge reads only splits below the range's end
@@ -148,6 +150,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   const __half* vc = v_cache_of(p, t) + kvh * D;
 
   const auto tile_base = [&](int i) { return s0 + (warp + i * kWarps) * kTileKeys; };  // first key of tile i
+  // Key s0's cache row: a sliding window's ring of n_ctx rows wraps, at most once within
+  // the chunk (it spans no more keys than the cache has rows).
+  const int s0_row = s0 < p.n_ctx ? s0 : s0 % p.n_ctx;
   // Copies the rows of the warp's tile i whose keys are in [lo, hi); rows past the
   // chunk repeat its last key (finite values, masked below).
   constexpr int kVecs = D / 8;  // 16-byte pieces per row
@@ -158,7 +163,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
     for (int e = lane; e < kTileKeys * kVecs; e += 32) {
       const int r = e / kVecs, c = e % kVecs * 8, key = min(tile_base(i) + r, s1 - 1);
       if (key < lo || key >= hi) continue;
-      const int64_t at = cache_row(key, p.n_ctx) * row_stride + c;
+      const int row = s0_row + (key - s0);
+      const int64_t at = (row < p.n_ctx ? row : row - p.n_ctx) * row_stride + c;
       cp_async16(&sh.k[warp][i % kStages][r][c], kc + at);
       cp_async16(&sh.v[warp][i % kStages][r][c], vc + at);
     }
