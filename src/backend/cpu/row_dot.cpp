@@ -58,6 +58,16 @@ i32x16 fifth_bits(uint32_t qh, int from) {
   return __builtin_convertvector(bits << 4, i32x16);
 }
 
+// Sixteen signed bytes as floats. They are widened as unsigned ones (which GCC
+// vectorizes; the signed conversion it does byte by byte): q = (q ^ 0x80 as unsigned) - 128.
+f32x16 signed_bytes_to_floats(u8x16 q) { return to_float(widen(q ^ 0x80) - 128); }
+
+// The entries of a 16-value code book of signed bytes (IQ4_NL / IQ4_XS, MXFP4) picked
+// by 4-bit codes, as floats: one byte shuffle instead of a table of floats.
+f32x16 look_up(const int8_t* book, u8x16 codes) {
+  return signed_bytes_to_floats(__builtin_shuffle(bytes16<u8x16>(book), codes));
+}
+
 // half_bits_to_float (quant/half.h) on 16 lanes: the same integer steps, so the same
 // floats, subnormals, infinities and NaNs included.
 f32x16 halves_to_floats(u16x16 halves) {
@@ -117,14 +127,71 @@ void q5_1_weights(const BlockQ5_1* x, int64_t nb, Use& use) {
   }
 }
 
-// The signed codes are widened as unsigned ones (which GCC vectorizes; the signed
-// conversion it does byte by byte): q = (q ^ 0x80 as unsigned) - 128.
-template <class Use>
-void q8_0_weights(const BlockQ8_0* x, int64_t nb, Use& use) {
+// Q8_0 / Q8_1 (whose block also holds a sum, unused here).
+template <class Block, class Use>
+void q8_weights(const Block* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = half_bits_to_float(x[b].d);
-    for (int h = 0; h < 2; ++h)
-      use(32 * b + 16 * h, to_float(widen(bytes16<u8x16>(x[b].qs + 16 * h) ^ 0x80) - 128) * d);
+    for (int h = 0; h < 2; ++h) use(32 * b + 16 * h, signed_bytes_to_floats(bytes16<u8x16>(x[b].qs + 16 * h)) * d);
+  }
+}
+
+// dequantize_row looks IQ4_NL and MXFP4 codes up in a table of the code book times the
+// block's scale; these are the same products, formed per element.
+template <class Use>
+void iq4_nl_weights(const BlockIQ4_NL* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = half_bits_to_float(x[b].d);
+    const u8x16 q = bytes16<u8x16>(x[b].qs);
+    use(32 * b, d * look_up(kIq4nlValues, q & 15));
+    use(32 * b + 16, d * look_up(kIq4nlValues, q >> 4));
+  }
+}
+
+template <class Use>
+void mxfp4_weights(const BlockMXFP4* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = e8m0_half_to_fp32(x[b].e);
+    const u8x16 q = bytes16<u8x16>(x[b].qs);
+    use(32 * b, look_up(kMxfp4Values, q & 15) * d);
+    use(32 * b + 16, look_up(kMxfp4Values, q >> 4) * d);
+  }
+}
+
+// Q2_K / Q3_K: element 128·half + 32k + l of a block is bits 2k..2k+1 of
+// qs[32·half + l]; each 16 elements share a scale.
+template <class Use>
+void q2_k_weights(const BlockQ2_K* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = half_bits_to_float(x[b].d), dmin = half_bits_to_float(x[b].dmin);
+    for (int half = 0; half < 2; ++half)
+      for (int k = 0; k < 4; ++k)
+        for (int c = 0; c < 32; c += 16) {
+          const int e = 128 * half + 32 * k + c;
+          const u8x16 code = (bytes16<u8x16>(x[b].qs + 32 * half + c) >> (2 * k)) & 3;
+          const uint8_t scale_min = x[b].scales[e / 16];
+          const float dl = d * static_cast<float>(scale_min & 15), ml = dmin * static_cast<float>(scale_min >> 4);
+          use(kBlockK * b + e, dl * to_float(widen(code)) - ml);
+        }
+  }
+}
+
+// Q3_K: element e's code is q - 4 unless bit e / 32 of hmask[e % 32] is set, that is
+// (q | bit << 2) - 4. The sixteen scales are formed first, out of the vector loop.
+template <class Use>
+void q3_k_weights(const BlockQ3_K* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = half_bits_to_float(x[b].d);
+    float dl[16];
+    for (int sub = 0; sub < 16; ++sub) dl[sub] = d * static_cast<float>(q3_k_scale(x[b].scales, sub) - 32);
+    for (int half = 0; half < 2; ++half)
+      for (int k = 0; k < 4; ++k)
+        for (int c = 0; c < 32; c += 16) {
+          const int e = 128 * half + 32 * k + c;
+          const u8x16 code = (bytes16<u8x16>(x[b].qs + 32 * half + c) >> (2 * k)) & 3;
+          const u8x16 high = (bytes16<u8x16>(x[b].hmask + c) >> (4 * half + k)) & 1;
+          use(kBlockK * b + e, dl[e / 16] * to_float(widen(code | high << 2) - 4));
+        }
   }
 }
 
@@ -167,6 +234,28 @@ void q6_k_weights(const BlockQ6_K* x, int64_t nb, Use& use) {
   }
 }
 
+// Q8_K: a float scale (its sums of 16 are not needed here).
+template <class Use>
+void q8_k_weights(const BlockQ8_K* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int e = 0; e < kBlockK; e += 16)
+      use(kBlockK * b + e, x[b].d * signed_bytes_to_floats(bytes16<u8x16>(x[b].qs + e)));
+}
+
+// IQ4_XS: IQ4_NL's code book scaled per 32-element sub-block.
+template <class Use>
+void iq4_xs_weights(const BlockIQ4_XS* x, int64_t nb, Use& use) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = half_bits_to_float(x[b].d);
+    for (int sub = 0; sub < 8; ++sub) {
+      const float dl = d * static_cast<float>(iq4_xs_scale(x[b], sub) - 32);
+      const u8x16 q = bytes16<u8x16>(x[b].qs + 16 * sub);
+      use(kBlockK * b + 32 * sub, dl * look_up(kIq4nlValues, q & 15));
+      use(kBlockK * b + 32 * sub + 16, dl * look_up(kIq4nlValues, q >> 4));
+    }
+  }
+}
+
 // F32, F16 and BF16 rows, sixteen values at a time.
 template <class Use>
 void f32_weights(const uint8_t* row, int64_t n, Use& use) {
@@ -189,8 +278,8 @@ const Block* blocks(const void* row) {
   return static_cast<const Block*>(row);
 }
 
-// Feeds the row's weights to use; false for a format without a decoder here (and for
-// plain rows whose length is not a multiple of 32, which lane_dot ends in double).
+// Feeds the row's weights to use; false for F64 rows and for plain rows whose length
+// is not a multiple of 32 (which lane_dot ends in double).
 template <class Use>
 bool each_weight(DType t, const void* row, int64_t n, Use& use) {
   const int64_t n32 = n / kBlock32, nk = n / kBlockK;
@@ -204,10 +293,17 @@ bool each_weight(DType t, const void* row, int64_t n, Use& use) {
     case DType::Q4_1: q4_1_weights(blocks<BlockQ4_1>(row), n32, use); return true;
     case DType::Q5_0: q5_0_weights(blocks<BlockQ5_0>(row), n32, use); return true;
     case DType::Q5_1: q5_1_weights(blocks<BlockQ5_1>(row), n32, use); return true;
-    case DType::Q8_0: q8_0_weights(blocks<BlockQ8_0>(row), n32, use); return true;
+    case DType::Q8_0: q8_weights(blocks<BlockQ8_0>(row), n32, use); return true;
+    case DType::Q8_1: q8_weights(blocks<BlockQ8_1>(row), n32, use); return true;
+    case DType::Q2_K: q2_k_weights(blocks<BlockQ2_K>(row), nk, use); return true;
+    case DType::Q3_K: q3_k_weights(blocks<BlockQ3_K>(row), nk, use); return true;
     case DType::Q4_K: q45_k_weights<false>(blocks<BlockQ4_K>(row), nk, use); return true;
     case DType::Q5_K: q45_k_weights<true>(blocks<BlockQ5_K>(row), nk, use); return true;
     case DType::Q6_K: q6_k_weights(blocks<BlockQ6_K>(row), nk, use); return true;
+    case DType::Q8_K: q8_k_weights(blocks<BlockQ8_K>(row), nk, use); return true;
+    case DType::IQ4_NL: iq4_nl_weights(blocks<BlockIQ4_NL>(row), n32, use); return true;
+    case DType::IQ4_XS: iq4_xs_weights(blocks<BlockIQ4_XS>(row), nk, use); return true;
+    case DType::MXFP4: mxfp4_weights(blocks<BlockMXFP4>(row), n32, use); return true;
     default: return false;
   }
 }
@@ -262,7 +358,7 @@ ZINC_ISA_CLONES void row_dot(DType t, const void* row, const float* x, int64_t x
     }
   }
   if (decoded) return;
-  // The rarer formats: the row written out once (an F32 row is already).
+  // The rest: the row written out once (an F32 row is already).
   thread_local std::vector<float> values;
   const float* w = static_cast<const float*>(row);
   if (t != DType::F32) {

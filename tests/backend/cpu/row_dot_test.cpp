@@ -33,9 +33,9 @@ TEST(RowDot, EqualsLaneDotOfTheDequantizedRowForEveryFormatAndTokenCount) {
                   DType::Q8_0, DType::Q8_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                   DType::Q8_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     const int64_t block = type_traits(t).block_elems;
-    // One block, several, and rows whose length is not a multiple of 32 (the lanes'
-    // tail) where the format allows it.
-    for (int64_t n : {int64_t{256}, int64_t{576}, int64_t{2880}, int64_t{32}, int64_t{37}}) {
+    // One block, several (of 256 too), gpt-oss's 2880, and rows whose length is not a
+    // multiple of 32 (the lanes' tail) where the format allows it.
+    for (int64_t n : {int64_t{256}, int64_t{768}, int64_t{576}, int64_t{2880}, int64_t{32}, int64_t{37}}) {
       if (n % block != 0) continue;
       std::vector<uint8_t> row(row_bytes(t, n));
       fill_random_blocks(t, 7, static_cast<uint64_t>(n), row.data(), n, 0.5f);
