@@ -342,11 +342,25 @@ ZINC_ISA_CLONES double lane_dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// The decoders pay off only where a sixteen-float vector is one register (AVX-512).
+// With AVX2 or SSE, GCC 12 widens their code bytes to 32 bits one at a time, and a
+// row decoded that way is several times slower than one written out by dequantize_row
+// (SmolLM2-135M Q4_1 on two threads: 7.5 tokens/s against 20-24, docs/PERFORMANCE.md,
+// session 32). Elsewhere rows are written out; the sums are the same either way.
+bool decoders_pay_off() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool wide = __builtin_cpu_supports("avx512f");
+  return wide;
+#else
+  return false;
+#endif
+}
+
 ZINC_ISA_CLONES void row_dot(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens,
                              int64_t n, float* y, int64_t y_stride) {
   // Four tokens a pass over the row: each x vector is loaded once per weight vector
   // and the row stays in L1, so this beats a written-out row at any token count.
-  bool decoded = true;
+  bool decoded = decoders_pay_off();
   for (int64_t j = 0; decoded && j < n_tokens; j += 4) {
     const float* xj = x + j * x_stride;
     float* yj = y + j * y_stride;
