@@ -150,9 +150,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
   const __half* vc = v_cache_of(p, t) + kvh * D;
 
   const auto tile_base = [&](int i) { return s0 + (warp + i * kWarps) * kTileKeys; };  // first key of tile i
-  // Key s0's cache row: a sliding window's ring of n_ctx rows wraps, at most once within
-  // the chunk (it spans no more keys than the cache has rows).
-  const int s0_row = s0 < p.n_ctx ? s0 : s0 % p.n_ctx;
+  // Key s0's cache row; the chunk spans no more keys than the cache has rows, so a
+  // ring wraps at most once within it.
+  const int s0_row = kv_row(s0, p.n_ctx);
   // Copies the rows of the warp's tile i whose keys are in [lo, hi); rows past the
   // chunk repeat its last key (finite values, masked below).
   constexpr int kVecs = D / 8;  // 16-byte pieces per row
@@ -163,8 +163,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) attention_split_kernel(const _
     for (int e = lane; e < kTileKeys * kVecs; e += 32) {
       const int r = e / kVecs, c = e % kVecs * 8, key = min(tile_base(i) + r, s1 - 1);
       if (key < lo || key >= hi) continue;
-      const int row = s0_row + (key - s0);
-      const int64_t at = (row < p.n_ctx ? row : row - p.n_ctx) * row_stride + c;
+      const int64_t at = kv_row_after(s0_row, key - s0, p.n_ctx) * row_stride + c;
       cp_async16(&sh.k[warp][i % kStages][r][c], kc + at);
       cp_async16(&sh.v[warp][i % kStages][r][c], vc + at);
     }
@@ -375,7 +374,7 @@ __global__ void kv_store_kernel(const float* k, const float* v, __half* kc, __ha
   const int t = blockIdx.y;
   const int p = pos[t];
   if (p < 0) return;
-  const int64_t at = p % n_ctx * row;  // a sliding window's ring wraps
+  const int64_t at = kv_row(p, static_cast<int>(n_ctx)) * row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < row;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     kc[at + i] = __float2half_rn(k[t * row + i]);

@@ -65,14 +65,14 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 template <int D>
 __device__ __forceinline__ void stage_tile(Smem<D>& sh, int buf, const PrefillParams& p, int kvh, int s0, int end) {
   constexpr int kVec = D / 8;
-  // Key s0's cache row: a sliding window's ring wraps, at most once within a tile
+  // Key s0's cache row; a ring wraps at most once within a tile
   // (attention_prefill_supported: the cache has at least kKeys rows).
-  const int s0_row = s0 < p.n_ctx ? s0 : s0 % p.n_ctx;
+  const int s0_row = kv_row(s0, p.n_ctx);
 #pragma unroll 4
   for (int e = threadIdx.x; e < kKeys * kVec; e += kThreads) {
-    const int i = e / kVec, c8 = e % kVec * 8, row = s0_row + i;
+    const int i = e / kVec, c8 = e % kVec * 8;
     const bool valid = s0 + i < end;
-    const int64_t at = valid ? (static_cast<int64_t>(row < p.n_ctx ? row : row - p.n_ctx) * p.Hkv + kvh) * D + c8 : 0;
+    const int64_t at = valid ? (static_cast<int64_t>(kv_row_after(s0_row, i, p.n_ctx)) * p.Hkv + kvh) * D + c8 : 0;
     cp_async16(&sh.k[buf][i][c8], p.kc + at, valid);
     cp_async16(&sh.v[buf][i][c8], p.vc + at, valid);
   }

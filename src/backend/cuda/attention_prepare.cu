@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __
   }
   pdl_begin();
   if (!is_q && position < 0) return;
-  const int64_t cache_row = position < p.n_ctx ? position : position % p.n_ctx;  // a sliding window's ring wraps
+  const int64_t cache_row = kv_row(position, p.n_ctx);
 
   // ---- the head's row and what goes out beside it (the gate, or v), in one round trip ----
   float x[P], other[P];

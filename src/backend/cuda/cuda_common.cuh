@@ -104,6 +104,15 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t s
   launch_pdl_smem(kernel, grid, block, 0, s, std::forward<Args>(args)...);
 }
 
+// backend.h's KV cache rows: position p lives in row p % rows, so a sliding window's
+// ring wraps; a whole cache never does and takes no division.
+__device__ __forceinline__ int kv_row(int position, int rows) { return position < rows ? position : position % rows; }
+// The row `ahead` (< rows) positions after row `row` of a ring of `rows`.
+__device__ __forceinline__ int kv_row_after(int row, int ahead, int rows) {
+  const int r = row + ahead;
+  return r < rows ? r : r - rows;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
