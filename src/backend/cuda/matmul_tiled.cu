@@ -1,5 +1,8 @@
 // y = x·wᵀ for many tokens on the tensor cores.
 //
+// The kernels here (not matmul_tiled's) are launched with PDL (cuda_common.cuh): the
+// pipelined tiles and the F32 tiles issue their first weight loads before they wait.
+//
 // matmul_batched: from kDenseGemmMinTokens tokens, quantized and F16 weights go
 // through DenseGemm (f16 expansion + cuBLAS). Below that, one launch over one or more
 // weights of the same input (Q8_0, Q4_K or Q5_K): x is rounded to f16 once, each block
@@ -73,6 +76,7 @@ __global__ void to_bf16_kernel(const float* x, __nv_bfloat16* y, int64_t groups)
 // Pairs: each group of 4 stored in the order (0, 2, 1, 3) (the pipelined tiles' rows).
 template <bool Pairs>
 __global__ void to_f16_kernel(const float* x, __half* y, int64_t groups) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= groups) return;
   const float4 a = reinterpret_cast<const float4*>(x)[2 * i], b = reinterpret_cast<const float4*>(x)[2 * i + 1];
@@ -84,8 +88,9 @@ __global__ void to_f16_kernel(const float* x, __half* y, int64_t groups) {
 }
 
 // Tokens per block: 64, or 32 when 64 leaves fewer blocks than about two per SM; up
-// to 4 k-slices when even that leaves the SMs short.
-constexpr int kManyTokens = 64, kManyTokensNarrow = 32, kManyMaxSplits = 4;
+// to 16 k-slices when even that leaves the SMs short (several-sequence decode: the
+// 2048-row output projections were 64 blocks with 4, PERFORMANCE.md session 33).
+constexpr int kManyTokens = 64, kManyTokensNarrow = 32, kManyMaxSplits = 16;
 constexpr int kMaxMany = 8;      // weights per launch
 
 // Small grids split k into slices (blockIdx.z) that write partial sums, {out, n}
@@ -119,7 +124,7 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) matmul_many_kernel(const __
       smem,
       [&](int r) { return row0 + r < w.out ? w.w + static_cast<size_t>(row0 + r) * w.row_bytes + a_skip : nullptr; },
       [&](int j) { return tok0 + j < p.n ? p.xb + static_cast<size_t>(tok0 + j) * p.in + k0 : nullptr; }, w.w, span,
-      acc);
+      acc, pdl_begin);
   float* out = p.splits == 1 ? w.y : w.part + static_cast<int64_t>(blockIdx.z) * p.n * w.out;
 #pragma unroll
   for (int nt = 0; nt < BN / 8; ++nt)
@@ -141,6 +146,7 @@ struct SplitSumParams {
   int count, splits;
 };
 __global__ void split_sum_kernel(const __grid_constant__ SplitSumParams p, int64_t total) {
+  pdl_begin();
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (e >= total) return;
   int wi = 0;
@@ -196,7 +202,9 @@ __global__ void __launch_bounds__(256) matmul_f32_kernel(const __grid_constant__
   const float* wrow = w.w + static_cast<int64_t>(min(row0 + lr, w.out - 1)) * p.in + k_begin + lk;
   const float* xrow = p.x + static_cast<int64_t>(min(tok0 + lr, p.n - 1)) * p.in + k_begin + lk;
   float acc[4][4] = {};
-  float4 a = __ldg(reinterpret_cast<const float4*>(wrow)), b = __ldg(reinterpret_cast<const float4*>(xrow));
+  float4 a = __ldg(reinterpret_cast<const float4*>(wrow));  // weights: before the wait
+  pdl_begin();
+  float4 b = __ldg(reinterpret_cast<const float4*>(xrow));
   for (int k = 0; k < span; k += kF32K) {
     __syncthreads();  // the previous tile is read
     ws[lk][lr] = a.x, ws[lk + 1][lr] = a.y, ws[lk + 2][lr] = a.z, ws[lk + 3][lr] = a.w;
@@ -231,9 +239,9 @@ template <DType T>
 void launch_many(const ManyParams& p, int row_tiles, int bn, cudaStream_t s) {
   constexpr int kWide = kManyTokens, kNarrow = kManyTokensNarrow;
   if (bn == kWide)
-    pipe::launch<T, kWide, matmul_many_kernel<T, kWide>>(dim3(row_tiles, ceil_div(p.n, kWide), p.splits), s, p);
+    pipe::launch_pdl<T, kWide, matmul_many_kernel<T, kWide>>(dim3(row_tiles, ceil_div(p.n, kWide), p.splits), s, p);
   else
-    pipe::launch<T, kNarrow, matmul_many_kernel<T, kNarrow>>(dim3(row_tiles, ceil_div(p.n, kNarrow), p.splits), s, p);
+    pipe::launch_pdl<T, kNarrow, matmul_many_kernel<T, kNarrow>>(dim3(row_tiles, ceil_div(p.n, kNarrow), p.splits), s, p);
 }
 
 // k per pipelined chunk of weight type t.
@@ -265,7 +273,7 @@ void to_bf16(const float* x, __nv_bfloat16* y, int64_t count, cudaStream_t s) {
 }
 
 void to_f16_pairs(const float* x, __half* y, int64_t count, cudaStream_t s) {
-  to_f16_kernel<true><<<ceil_div(count / 8, 256), 256, 0, s>>>(x, y, count / 8);
+  launch_pdl(to_f16_kernel<true>, ceil_div(count / 8, 256), 256, s, x, y, count / 8);
   ZINC_CUDA_LAUNCHED("to_f16_pairs");
 }
 
@@ -350,7 +358,7 @@ void sum_splits(const SplitSumParams& p, cudaStream_t s) {
   if (p.splits <= 1) return;
   const SplitSum& last = p.w[p.count - 1];
   const int64_t total = last.elem0 + last.size;
-  split_sum_kernel<<<ceil_div(total, 256), 256, 0, s>>>(p, total);
+  launch_pdl(split_sum_kernel, ceil_div(total, 256), 256, s, p, total);
   ZINC_CUDA_LAUNCHED("split_sum");
 }
 
@@ -370,7 +378,7 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     for (size_t i : b.dense) dense.run(w[i], x16, y[i].as<float>(), w16, x.rows(), s);
   }
   if (b.f32.count > 0) {
-    matmul_f32_kernel<<<dim3(b.f32_tiles, ceil_div(b.f32.n, kF32Tile), b.f32.splits), 256, 0, s>>>(b.f32);
+    launch_pdl(matmul_f32_kernel, dim3(b.f32_tiles, ceil_div(b.f32.n, kF32Tile), b.f32.splits), 256, s, b.f32);
     ZINC_CUDA_LAUNCHED("matmul_f32");
     sum_splits(b.f32_sum, s);
   }

@@ -247,6 +247,11 @@ struct Tile {
   }
 
   __device__ void issue(int chunk, uint8_t* st) const {
+    issue_weights(chunk, st);
+    issue_tokens(chunk, st);
+  }
+
+  __device__ void issue_weights(int chunk, uint8_t* st) const {
     const size_t row_bytes = static_cast<size_t>(k) / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
 #pragma unroll
     for (int q = threadIdx.x; q < kRows * C::kAPieces; q += kThreads) {
@@ -264,6 +269,9 @@ struct Tile {
       }
       cp_async<C::kPiece>(st + r * C::kAStride + p * C::kPiece, piece ? piece : any, piece != nullptr);
     }
+  }
+
+  __device__ void issue_tokens(int chunk, uint8_t* st) const {
     auto* sb = reinterpret_cast<__half*>(st + kRows * C::kAStride);
 #pragma unroll
     for (int q = threadIdx.x; q < BN * C::kBPieces; q += kThreads) {
@@ -324,9 +332,11 @@ struct Tile {
 // The tile product over k elements: a_row(r) gives weight row r of the tile (r <
 // kRows) and b_row(j) token row j (j < BN), null for padding; `any` is any valid
 // global address. smem holds Config<T, BN>::kSmemBytes (dynamic shared memory).
-template <DType T, int BN, class ARow, class BRow>
+// before_tokens() runs after the first stages' weight copies are issued and before
+// any token row is read: a kernel launched with PDL waits for the previous one there.
+template <DType T, int BN, class ARow, class BRow, class BeforeTokens = void (*)()>
 __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, const void* any, int k,
-                                        float (&acc)[BN / 8][4]) {
+                                        float (&acc)[BN / 8][4], BeforeTokens before_tokens = [] {}) {
   using C = Config<T, BN>;
   auto** arows = reinterpret_cast<const uint8_t**>(smem + C::kStages * C::kStageBytes);
   auto** brows = reinterpret_cast<const __half**>(arows + kRows);
@@ -339,9 +349,15 @@ __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, c
   __syncthreads();
   const Tile<T, BN> tile{smem, arows, brows, any, k};
   const int chunks = (k + C::kChunk - 1) / C::kChunk;
+  // The first stages' weights, then (after before_tokens) their token rows, one
+  // commit group per stage: the weights ride in stage 0's group.
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s)
+    if (s < chunks) tile.issue_weights(s, tile.stage(s));
+  before_tokens();
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < chunks) tile.issue(s, tile.stage(s));
+    if (s < chunks) tile.issue_tokens(s, tile.stage(s));
     cp_async_commit();
   }
   for (int c = 0; c < chunks; ++c) {
@@ -367,6 +383,13 @@ void launch(dim3 grid, cudaStream_t s, const Params& p) {
   constexpr int bytes = Config<T, BN>::kSmemBytes;
   allow_smem<Kernel>(bytes);
   Kernel<<<grid, kThreads, bytes, s>>>(p);
+}
+// The same for a kernel that waits for the previous one itself (pdl_wait: cuda_common.cuh).
+template <DType T, int BN, auto Kernel, class Params>
+void launch_pdl(dim3 grid, cudaStream_t s, const Params& p) {
+  constexpr int bytes = Config<T, BN>::kSmemBytes;
+  allow_smem<Kernel>(bytes);
+  launch_pdl_smem(Kernel, grid, dim3(kThreads), bytes, s, p);
 }
 
 }  // namespace zinc::cuda::pipe
