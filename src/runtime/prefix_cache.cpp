@@ -64,16 +64,21 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
   }
   if (path.empty()) return 0;
   ++tick_;
+  const int64_t end = path.back()->depth * block_;
   for (Node* n : path) {
     n->last_used = tick_;
     const int64_t first = (n->depth - 1) * block_;
     for (size_t l = 0; l < seq.layers.size(); ++l) {
       const LayerState& ls = seq.layers[l];
       if (ls.k_cache.empty()) continue;
-      const size_t bytes = position_bytes(ls.k_cache);
-      position_runs(ls.k_cache, first, block_, [&](size_t row, size_t i, size_t count) {
-        backend.write(ls.k_cache, n->k_rows[l].data() + i * bytes, count * bytes, row * bytes);
-        backend.write(ls.v_cache, n->v_rows[l].data() + i * bytes, count * bytes, row * bytes);
+      // A ring keeps only the last rows positions before `end`: earlier blocks' rows
+      // would be overwritten before they are read, so they are not copied at all.
+      const int64_t from = std::max(first, end - ls.k_cache.ne[2]);
+      if (from >= first + block_) continue;
+      const size_t bytes = position_bytes(ls.k_cache), skip = static_cast<size_t>(from - first);
+      position_runs(ls.k_cache, from, first + block_ - from, [&](size_t row, size_t i, size_t count) {
+        backend.write(ls.k_cache, n->k_rows[l].data() + (skip + i) * bytes, count * bytes, row * bytes);
+        backend.write(ls.v_cache, n->v_rows[l].data() + (skip + i) * bytes, count * bytes, row * bytes);
       });
     }
   }
