@@ -140,31 +140,36 @@ def synth_chat_model(model, vocab, template, *synth_args):
     return model
 
 
+def cached_model(name, make):
+    """CACHE / name, made by make(path) unless an earlier run left it there."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    model = CACHE / name
+    return model if model.exists() else make(model)
+
+
 @pytest.fixture(scope="session")
 def qwen_model():
-    CACHE.mkdir(parents=True, exist_ok=True)
-    model = CACHE / "qwen35moe-tiny-chat.gguf"
-    if model.exists():
-        return model
-    # The real Qwen tokenizer when the shared test data is there; SmolLM2's otherwise
-    # (the Qwen template's tags are then plain text, which the server handles alike).
-    if (QWEN_TOKENIZER / "tokenizer.json.xz").exists():
-        vocab = vocab_gguf(QWEN_TOKENIZER, "qwen3")
-    elif SMOLLM2.exists():
-        vocab = SMOLLM2
-    else:
-        pytest.skip("no tokenizer: neither ../shared/testdata/tokenizers/qwen3 nor " + str(SMOLLM2))
-    return synth_chat_model(model, vocab, "qwen3.5.jinja", "--preset", "tiny", "--type", "q8_0")
+    def make(model):
+        # The real Qwen tokenizer when the shared test data is there; SmolLM2's otherwise
+        # (the Qwen template's tags are then plain text, which the server handles alike).
+        if (QWEN_TOKENIZER / "tokenizer.json.xz").exists():
+            vocab = vocab_gguf(QWEN_TOKENIZER, "qwen3")
+        elif SMOLLM2.exists():
+            vocab = SMOLLM2
+        else:
+            pytest.skip("no tokenizer: neither ../shared/testdata/tokenizers/qwen3 nor " + str(SMOLLM2))
+        return synth_chat_model(model, vocab, "qwen3.5.jinja", "--preset", "tiny", "--type", "q8_0")
+
+    return cached_model("qwen35moe-tiny-chat.gguf", make)
 
 
 @pytest.fixture(scope="session")
 def gpt_oss_model():
-    CACHE.mkdir(parents=True, exist_ok=True)
-    model = CACHE / "gpt-oss-tiny-harmony.gguf"
-    if model.exists():
-        return model
-    vocab = vocab_gguf(SOURCE / "tests" / "data" / "text" / "o200k-tiny", "o200k-tiny")
-    return synth_chat_model(model, vocab, "gpt-oss.jinja", "--arch", "gpt-oss", "--preset", "tiny")
+    def make(model):
+        vocab = vocab_gguf(SOURCE / "tests" / "data" / "text" / "o200k-tiny", "o200k-tiny")
+        return synth_chat_model(model, vocab, "gpt-oss.jinja", "--arch", "gpt-oss", "--preset", "tiny")
+
+    return cached_model("gpt-oss-tiny-harmony.gguf", make)
 
 
 @pytest.fixture(scope="session")
