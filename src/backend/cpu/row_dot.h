@@ -15,10 +15,10 @@ namespace zinc::cpu {
 double lane_dot(const float* a, const float* b, int64_t n);
 
 // y[j · y_stride] = lane_dot(dequantize_row(t, row), x + j · x_stride) for the
-// n_tokens tokens j, over n elements (a multiple of t's block). On a CPU with AVX-512
-// the block formats, and F32, F16 and BF16 rows a multiple of 32 long, decode the row
-// once for every four tokens; other rows (F64, plain rows of other lengths), and every
-// row elsewhere, are written out once and take lane_dot.
+// n_tokens tokens j, over n elements (a multiple of t's block). On a CPU with AVX2 or
+// AVX-512 the block formats, and F32, F16 and BF16 rows a multiple of 32 long, decode
+// the row once for every four tokens; other rows (F64, plain rows of other lengths),
+// and every row elsewhere, are written out once and take lane_dot.
 void row_dot(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n, float* y,
              int64_t y_stride);
 

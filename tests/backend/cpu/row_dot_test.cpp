@@ -1,8 +1,9 @@
 // row_dot (a quantized row dotted with one or more tokens' x as it is dequantized)
 // equals lane_dot of the dequantized row bit for bit, for every format and token count
 // and at the vector width this machine picks; lane_dot is a dot product (against a
-// long-double sum); the thread pool runs every part of every loop once, whether its
-// workers poll or sleep between loops.
+// long-double sum) and its sum is the 32-lane one written out in scalars, so every
+// width gives the same bits; the thread pool runs every part of every loop once,
+// whether its workers poll or sleep between loops.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -88,6 +89,25 @@ TEST(RowDot, LaneDotIsADotProduct) {
     }
     EXPECT_NEAR(lane_dot(a.data(), b.data(), n), static_cast<double>(exact), 1e-6 * static_cast<double>(magnitude))
         << "n=" << n;
+  }
+}
+
+// Each x86-64 level runs lane_dot and row_dot at its own vector width (isa_clones.h):
+// the scalar sum here, 32 float lanes (element i into lane i % 32, a multiply then an
+// add) summed in double in lane order and the tail in double, holds them all to one
+// result bit for bit.
+TEST(RowDot, LaneDotEqualsThirtyTwoScalarLanes) {
+  for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{100}, int64_t{1000}, int64_t{4113}}) {
+    const std::vector<float> a = random_floats(n, 3), b = random_floats(n, 4);
+    float lanes[32] = {};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int l = 0; l < 32; ++l) lanes[l] += a[i + l] * b[i + l];
+    double expected = 0;
+    for (const float lane : lanes) expected += lane;
+    for (; i < n; ++i) expected += static_cast<double>(a[i]) * b[i];
+    const double got = lane_dot(a.data(), b.data(), n);
+    EXPECT_EQ(std::memcmp(&got, &expected, sizeof got), 0) << "n=" << n << ": " << got << " vs " << expected;
   }
 }
 
