@@ -88,6 +88,17 @@ inline int sm_count() {
   return sms;
 }
 
+// Whether the device is a Hopper or later (compute capability 9+): bulk copies and
+// thread block clusters. Older GPUs take the kernels' other paths.
+inline bool hopper_or_later() {
+  static const bool yes = [] {
+    int device = 0, major = 0;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+  }();
+  return yes;
+}
+
 // Blocks of `Kernel` that fit on the whole GPU at once (one wave), with `dynamic_smem`
 // bytes of dynamic shared memory each, which the kernel is allowed to take.
 template <auto Kernel>

@@ -54,14 +54,9 @@ inline constexpr bool kBulkSpans = false;
 // Whether every span of rows of these weights is bulk-copyable: the device is a
 // Hopper (or later) and the weights and their rows are 16-byte aligned.
 inline bool spans_bulk_copyable(std::initializer_list<const void*> weights, size_t row_bytes) {
-  static const bool hopper = [] {
-    int device = 0, major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
-  }();
   bool aligned = row_bytes % 16 == 0;
   for (const void* w : weights) aligned = aligned && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  return hopper && aligned;
+  return hopper_or_later() && aligned;
 }
 
 // Waits for a group of spans: its mbarrier (bulk), or the cp.async groups but the

@@ -65,8 +65,32 @@ struct GdnCoreSeqsParams : GdnCoreParams {
   float* states[kGdnCoreMaxSeqs];
 };
 
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// The cluster's barrier halves and a peer block's shared memory. Clusters need Hopper:
+// built for an older GPU these trap, and gdn_core_supported() sends every shape to
+// the backend's composition there instead.
+__device__ __forceinline__ void cluster_arrive() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ float peer_value(float* local, int rank) {
+#if __CUDA_ARCH__ >= 900
+  return *cg::this_cluster().map_shared_rank(local, rank);
+#else
+  (void)local, (void)rank;
+  __trap();
+  return 0;
+#endif
+}
 
 // A block's sequence's states.
 __device__ __forceinline__ float* state_of(const GdnCoreParams& p) { return p.state; }
@@ -227,9 +251,8 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
   cluster_wait();
   float ss = 0;
   if (to < n()) {
-    cg::cluster_group cluster = cg::this_cluster();
     const int head_rank0 = rank - slice;  // the value head's first slice
-    for (int sl = 0; sl < slices; ++sl) ss += *cluster.map_shared_rank(&norm_part[to], head_rank0 + sl);
+    for (int sl = 0; sl < slices; ++sl) ss += peer_value(&norm_part[to], head_rank0 + sl);
   }
   cluster_arrive();  // this block is done reading its peers' shared memory
   if (to < n()) {
@@ -252,7 +275,7 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 
 bool gdn_core_supported(const GdnCoreShape& sh) {
   const int64_t r = sh.n_k_heads > 0 ? sh.n_heads / sh.n_k_heads : 0;
-  return sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 && r * sh.n_k_heads == sh.n_heads &&
+  return hopper_or_later() && sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 && r * sh.n_k_heads == sh.n_heads &&
          sh.dk % (4 * kRowGroups) == 0 && sh.dk <= kMaxDk && sh.dv % kCols == 0 && sh.dv <= kMaxDv &&
          r * (sh.dv / kCols) <= kMaxCluster && sh.conv_kernel == kConvKernel;
 }
