@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/isa_clones.h"
+#include "backend/cpu/isa_levels.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/quant.h"
@@ -482,7 +482,7 @@ void row_dot_w(DType t, const void* row, const float* x, int64_t x_stride, int64
   for (int64_t j = 0; j < n_tokens; ++j) y[j * y_stride] = static_cast<float>(lane_dot_w<W>(w, x + j * x_stride, n));
 }
 
-// One version for each level (isa_clones.h), with its width; elsewhere the width of
+// One version for each level (isa_levels.h), with its width; elsewhere the width of
 // the build's target.
 #if ZINC_ISA_LEVELS
 ZINC_ISA_LEVEL("arch=x86-64-v4") double lane_dot_at_level(const float* a, const float* b, int64_t n) {

@@ -92,7 +92,7 @@ TEST(RowDot, LaneDotIsADotProduct) {
   }
 }
 
-// Each x86-64 level runs lane_dot and row_dot at its own vector width (isa_clones.h):
+// Each x86-64 level runs lane_dot and row_dot at its own vector width (isa_levels.h):
 // the scalar sum here, 32 float lanes (element i into lane i % 32, a multiply then an
 // add) summed in double in lane order and the tail in double, holds them all to one
 // result bit for bit.
