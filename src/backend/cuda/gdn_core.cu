@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kThreads) gdn_core_kernel(const __grid_constan
 
 bool gdn_core_supported(const GdnCoreShape& sh) {
   const int64_t r = sh.n_k_heads > 0 ? sh.n_heads / sh.n_k_heads : 0;
-  return hopper_or_later() && sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 && r * sh.n_k_heads == sh.n_heads &&
-         sh.dk % (4 * kRowGroups) == 0 && sh.dk <= kMaxDk && sh.dv % kCols == 0 && sh.dv <= kMaxDv &&
+  return hopper_or_later() && sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 &&
+         r * sh.n_k_heads == sh.n_heads && sh.dk % (4 * kRowGroups) == 0 && sh.dk <= kMaxDk && sh.dv % kCols == 0 && sh.dv <= kMaxDv &&
          r * (sh.dv / kCols) <= kMaxCluster && sh.conv_kernel == kConvKernel;
 }
 

@@ -120,11 +120,11 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) matmul_many_kernel(const __
   const int span = p.in / p.splits, k0 = blockIdx.z * span;
   const size_t a_skip = static_cast<size_t>(k0 / Dequant<T>::kBlockElems) * Dequant<T>::kBlockBytes;
   float acc[BN / 8][4];
-  pipe::product<T, BN>(
+  pipe::product<T, BN, true>(
       smem,
       [&](int r) { return row0 + r < w.out ? w.w + static_cast<size_t>(row0 + r) * w.row_bytes + a_skip : nullptr; },
       [&](int j) { return tok0 + j < p.n ? p.xb + static_cast<size_t>(tok0 + j) * p.in + k0 : nullptr; }, w.w, span,
-      acc, pdl_begin);
+      acc);
   float* out = p.splits == 1 ? w.y : w.part + static_cast<int64_t>(blockIdx.z) * p.n * w.out;
 #pragma unroll
   for (int nt = 0; nt < BN / 8; ++nt)

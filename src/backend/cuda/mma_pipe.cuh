@@ -332,11 +332,11 @@ struct Tile {
 // The tile product over k elements: a_row(r) gives weight row r of the tile (r <
 // kRows) and b_row(j) token row j (j < BN), null for padding; `any` is any valid
 // global address. smem holds Config<T, BN>::kSmemBytes (dynamic shared memory).
-// before_tokens() runs after the first stages' weight copies are issued and before
-// any token row is read: a kernel launched with PDL waits for the previous one there.
-template <DType T, int BN, class ARow, class BRow, class BeforeTokens = void (*)()>
+// kPdl: the kernel was launched with PDL, and waits for the previous one (pdl_begin)
+// after the first stages' weight copies are issued and before any token row is read.
+template <DType T, int BN, bool kPdl = false, class ARow, class BRow>
 __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, const void* any, int k,
-                                        float (&acc)[BN / 8][4], BeforeTokens before_tokens = [] {}) {
+                                        float (&acc)[BN / 8][4]) {
   using C = Config<T, BN>;
   auto** arows = reinterpret_cast<const uint8_t**>(smem + C::kStages * C::kStageBytes);
   auto** brows = reinterpret_cast<const __half**>(arows + kRows);
@@ -349,16 +349,24 @@ __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, c
   __syncthreads();
   const Tile<T, BN> tile{smem, arows, brows, any, k};
   const int chunks = (k + C::kChunk - 1) / C::kChunk;
-  // The first stages' weights, then (after before_tokens) their token rows, one
-  // commit group per stage: the weights ride in stage 0's group.
+  if constexpr (kPdl) {
+    // The first stages' weights, then (after the wait) their token rows, one commit
+    // group per stage: the weights ride in stage 0's group.
 #pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s)
-    if (s < chunks) tile.issue_weights(s, tile.stage(s));
-  before_tokens();
+    for (int s = 0; s < C::kStages - 1; ++s)
+      if (s < chunks) tile.issue_weights(s, tile.stage(s));
+    pdl_begin();
 #pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < chunks) tile.issue_tokens(s, tile.stage(s));
-    cp_async_commit();
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (s < chunks) tile.issue_tokens(s, tile.stage(s));
+      cp_async_commit();
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (s < chunks) tile.issue(s, tile.stage(s));
+      cp_async_commit();
+    }
   }
   for (int c = 0; c < chunks; ++c) {
     cp_async_wait<C::kStages - 2>();
