@@ -218,30 +218,29 @@ void q8_weights(const Block* x, int64_t nb, Use& use) {
   }
 }
 
+// The 32 weights e .. e + 31 of 16 bytes of 4-bit codes (element j the low nibble of
+// byte j, element j + 16 its high nibble), picked from a scaled code book.
+template <int W, class Use>
+void pick_nibbles(const Table<W>& table, const uint8_t* qs, int64_t e, Use& use) {
+  each_vector<W, 16>([&](int c) {
+    const auto q = widen<W>(qs + c);
+    use(e + c, table.pick(q & 15));
+    use(e + 16 + c, table.pick(q >> 4));
+  });
+}
+
 // IQ4_NL and MXFP4 pick from dequantize_row's table of the code book times the
 // block's scale.
 template <int W, class Use>
 void iq4_nl_weights(const BlockIQ4_NL* x, int64_t nb, Use& use) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const Table<W> table = scaled_before<W>(half_bits_to_float(x[b].d), kIq4nlFloats);
-    each_vector<W, 16>([&](int c) {
-      const auto q = widen<W>(x[b].qs + c);
-      use(32 * b + c, table.pick(q & 15));
-      use(32 * b + 16 + c, table.pick(q >> 4));
-    });
-  }
+  for (int64_t b = 0; b < nb; ++b)
+    pick_nibbles<W>(scaled_before<W>(half_bits_to_float(x[b].d), kIq4nlFloats), x[b].qs, 32 * b, use);
 }
 
 template <int W, class Use>
 void mxfp4_weights(const BlockMXFP4* x, int64_t nb, Use& use) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const Table<W> table = scaled_after<W>(kMxfp4Floats, e8m0_half_to_fp32(x[b].e));
-    each_vector<W, 16>([&](int c) {
-      const auto q = widen<W>(x[b].qs + c);
-      use(32 * b + c, table.pick(q & 15));
-      use(32 * b + 16 + c, table.pick(q >> 4));
-    });
-  }
+  for (int64_t b = 0; b < nb; ++b)
+    pick_nibbles<W>(scaled_after<W>(kMxfp4Floats, e8m0_half_to_fp32(x[b].e)), x[b].qs, 32 * b, use);
 }
 
 // Q2_K / Q3_K: element 128·half + 32k + l of a block is bits 2k..2k+1 of
@@ -351,12 +350,7 @@ void iq4_xs_weights(const BlockIQ4_XS* x, int64_t nb, Use& use) {
     const float d = half_bits_to_float(x[b].d);
     for (int sub = 0; sub < 8; ++sub) {
       const float dl = d * static_cast<float>(iq4_xs_scale(x[b], sub) - 32);
-      const Table<W> table = scaled_before<W>(dl, kIq4nlFloats);
-      each_vector<W, 16>([&](int c) {
-        const auto q = widen<W>(x[b].qs + 16 * sub + c);
-        use(kBlockK * b + 32 * sub + c, table.pick(q & 15));
-        use(kBlockK * b + 32 * sub + 16 + c, table.pick(q >> 4));
-      });
+      pick_nibbles<W>(scaled_before<W>(dl, kIq4nlFloats), x[b].qs + 16 * sub, kBlockK * b + 32 * sub, use);
     }
   }
 }
