@@ -20,6 +20,7 @@
 #include "gguf/gguf.h"
 
 namespace zinc {
+
 namespace {
 
 void check(bool ok, const char* op, const char* what) {
@@ -200,7 +201,7 @@ class CudaBackend final : public Backend {
     check_f32(y, "matmul");
     check(x.ne[0] == w.ne[0] && w.ne[0] % 8 == 0, "matmul", "x row length differs from the weight's (or not a multiple of 8)");
     check(y.ne[0] == w.rows() && y.rows() == x.rows(), "matmul", "y shape mismatch");
-    const bool batch = x.rows() > cuda::kMatvecMaxTokens;
+    const bool batch = cuda::matmul_batched_takes({&w, 1}, x.rows());
     void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes({&w, 1}, x)) : nullptr;
     submit(Key(OpId::Matmul) << w << x << y, [=, dense = dense_.get()](cudaStream_t s) {
       if (batch) cuda::matmul_batched({&w, 1}, x, {&y, 1}, xb, *dense, s);
@@ -406,7 +407,7 @@ class CudaBackend final : public Backend {
       check(y[i].ne[0] == w[i].rows() && y[i].rows() == x.rows(), "matmul_many", "y shape mismatch");
       key << w[i] << y[i];
     }
-    const bool batch = x.rows() > cuda::kMatvecMaxTokens;
+    const bool batch = cuda::matmul_batched_takes(w, x.rows());
     void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(w, x)) : nullptr;
     submit(key, [=, dense = dense_.get(), ws = std::vector<Tensor>(w.begin(), w.end()),
                  ys = std::vector<Tensor>(y.begin(), y.end())](
@@ -670,9 +671,15 @@ class CudaBackend final : public Backend {
     SharedExpert se;  // its gate logit goes as `gl`
     if (shared) se = {shared->g, shared->u, shared->down, nullptr};
     const float* gl = shared && shared->gate_logit ? shared->gate_logit->as<const float>() : nullptr;
+    int32_t* ids = nullptr;  // moe_ffn_routed's routing from kRouteOnceMinTokens
+    float* weights = nullptr;
+    if (n >= cuda::kRouteOnceMinTokens) {
+      ids = static_cast<int32_t*>(arena_.take(static_cast<size_t>(n * k) * sizeof(int32_t)));
+      weights = static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float)));
+    }
     submit(key, [=](cudaStream_t s) {
       const bool with_shared = !se.down.empty();
-      cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, with_shared ? &parts : nullptr, s);
+      cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, with_shared ? &parts : nullptr, ids, weights, s);
       if (with_shared) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, &parts, k, s);
     });
   }

@@ -4,6 +4,7 @@
 // from the caller (the backend's scratch arena) so addresses are deterministic.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -15,15 +16,27 @@
 namespace zinc::cuda {
 
 // y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 5
-// (weight-bandwidth bound); matmul_tiled for larger n (tensor cores): from 6 tokens (6
-// sequences decoding) the tensor-core kernels beat it (PERFORMANCE.md, sessions 17
-// and 22). The MoE and shared-expert decode kernels take up to 8 tokens.
+// (weight-bandwidth bound), but from 2 tokens matmul_few takes the weights it can
+// (below); matmul_tiled for larger n (tensor cores): from 6 tokens (6 sequences
+// decoding) the tensor-core kernels beat the matvec (PERFORMANCE.md, sessions 17 and
+// 22). The MoE and shared-expert decode kernels take up to 8 tokens.
 inline constexpr int64_t kMatvecMaxTokens = 5;
 inline constexpr int64_t kExpertDecodeMaxTokens = 8;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for n <= kMatvecMaxTokens, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
+// y[i] = x · w[i]ᵀ for kFewMinTokens to kFewMaxTokens tokens (several sequences
+// decoding) on the tensor cores, each weight byte read once (matmul_few.cu): Q8_0,
+// Q4_K, Q5_K and Q6_K rows of whole 256-element chunks (up to 4096 elements), on
+// Hopper. xb: x in the pipelined tiles' f16 pairs (to_f16_pairs). matmul_batched sends
+// it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
+// several-token matvec and the pipelined tiles (PERFORMANCE.md, session 34).
+inline constexpr int64_t kFewMaxTokens = 8;
+inline constexpr int64_t kFewMinTokens = 2;  // one token: the matvec
+bool matmul_few_takes(const Tensor& w, int64_t n);
+void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t n, std::span<const Tensor> y,
+                cudaStream_t s);
 // y[i] = x · w[i]ᵀ for more tokens: from kDenseGemmMinTokens tokens, the weights DenseGemm
 // takes go through it (dense_gemm.h); below, Q8_0 / Q4_K / Q5_K weights of one type in
 // one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.
@@ -33,6 +46,10 @@ class DenseGemm;
 size_t matmul_batched_scratch_bytes(std::span<const Tensor> w, const Tensor& x);
 void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch,
                     const DenseGemm& dense, cudaStream_t s);
+// Whether matmul_batched, not matvec_many, takes these weights for n tokens: above
+// kMatvecMaxTokens, and from kFewMinTokens when matmul_few takes one of them (the
+// rest then still go through matvec_many).
+bool matmul_batched_takes(std::span<const Tensor> w, int64_t n);
 // out {d, n} = rows ids[i] of table {d, vocab}, dequantized.
 void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream_t s);
 
@@ -172,11 +189,16 @@ struct ExpertParts {
   float* sums;
   float* weights;
 };
-// moe_route + moe_ffn in two launches for n <= kExpertDecodeMaxTokens: the expert kernels
-// route from the logits {E, n} themselves. Same scratch as moe_ffn. With `parts`,
-// y is left alone and the experts' outputs go there instead.
+// moe_route + moe_ffn for n <= kExpertDecodeMaxTokens. One token: two launches, the
+// expert kernels route from the logits {E, n} themselves. From kRouteOnceMinTokens a
+// moe_route launch writes `ids` and `weights` ({k, n} each) first: every expert block
+// routing its own token cost 8-12% at 4 and 8 sequences (PERFORMANCE.md, session 34).
+// Same scratch as moe_ffn. With `parts`, y is left alone and the experts' outputs go
+// there instead.
+inline constexpr int64_t kRouteOnceMinTokens = 2;
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
-                    const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s);
+                    const Tensor& y, float* act, const ExpertParts* parts, int32_t* ids, float* weights,
+                    cudaStream_t s);
 // moe_ffn for n > kExpertDecodeMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.

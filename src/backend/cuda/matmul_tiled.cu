@@ -3,8 +3,10 @@
 // The kernels here (not matmul_tiled's) are launched with PDL (cuda_common.cuh): the
 // pipelined tiles and the F32 tiles issue their first weight loads before they wait.
 //
-// matmul_batched: from kDenseGemmMinTokens tokens, quantized and F16 weights go
-// through DenseGemm (f16 expansion + cuBLAS). Below that, one launch over one or more
+// matmul_batched: for kFewMinTokens to kFewMaxTokens tokens the weights matmul_few
+// takes go there (matmul_few.cu), and up to kMatvecMaxTokens the others through
+// matvec_many. From kDenseGemmMinTokens tokens, quantized and F16 weights go
+// through DenseGemm (f16 expansion + cuBLAS). Between, one launch over one or more
 // weights of the same input (Q8_0, Q4_K or Q5_K): x is rounded to f16 once, each block
 // takes 128 rows of one weight x 64 tokens through the pipelined tile product of
 // mma_pipe.cuh. At any length F32 weights
@@ -292,6 +294,8 @@ struct BatchedPlan {
   SplitSumParams many_sum{}, f32_sum{};
   int many_tiles = 0, many_bn = kManyTokens, f32_tiles = 0;
   DType type = DType::F32;
+  std::vector<size_t> few;    // weights for matmul_few
+  std::vector<size_t> matvec; // up to kMatvecMaxTokens tokens: the weights matmul_few does not take
   std::vector<size_t> dense;  // weights for DenseGemm
   std::vector<size_t> rest;   // weights for matmul_tiled
   size_t w16 = 0;             // scratch offset of DenseGemm's f16 weight
@@ -325,7 +329,11 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   for (size_t i = 0; i < w.size(); ++i) {
     const int out = static_cast<int>(w[i].rows());
     float* yi = y.empty() ? nullptr : y[i].as<float>();
-    if (DenseGemm::takes(w[i], n)) {
+    if (matmul_few_takes(w[i], n)) {
+      b.few.push_back(i);
+    } else if (n <= kMatvecMaxTokens) {
+      b.matvec.push_back(i);
+    } else if (DenseGemm::takes(w[i], n)) {
       b.dense.push_back(i);
       w16_bytes = std::max(w16_bytes, static_cast<size_t>(w[i].n_elements()) * 2);
     } else if (w[i].type == DType::F32 && b.f32.count < kMaxMany && in % kF32K == 0) {
@@ -382,8 +390,14 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     ZINC_CUDA_LAUNCHED("matmul_f32");
     sum_splits(b.f32_sum, s);
   }
-  if (b.many.count > 0) {
+  if (!b.few.empty() || b.many.count > 0)
     to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
+  if (!b.few.empty()) {
+    std::vector<Tensor> fw, fy;
+    for (size_t i : b.few) fw.push_back(w[i]), fy.push_back(y[i]);
+    matmul_few(fw, static_cast<const __half*>(scratch), x.ne[0], x.rows(), fy, s);
+  }
+  if (b.many.count > 0) {
     if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
     else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
     else launch_many<DType::Q5_K>(b.many, b.many_tiles, b.many_bn, s);
@@ -391,6 +405,17 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     sum_splits(b.many_sum, s);
   }
   for (size_t i : b.rest) matmul_tiled(w[i], x, y[i], s);
+  if (!b.matvec.empty()) {
+    std::vector<Tensor> mw, my;
+    for (size_t i : b.matvec) mw.push_back(w[i]), my.push_back(y[i]);
+    matvec_many(mw, x, my, s);
+  }
+}
+
+bool matmul_batched_takes(std::span<const Tensor> w, int64_t n) {
+  if (n > kMatvecMaxTokens) return true;
+  if (n < kFewMinTokens) return false;
+  return std::any_of(w.begin(), w.end(), [&](const Tensor& t) { return matmul_few_takes(t, n); });
 }
 
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s) {

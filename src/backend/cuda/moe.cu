@@ -10,9 +10,10 @@
 // span and stages one act row instead of k, and the shared expert's add sums the
 // parts in the same order (PERFORMANCE.md, session 18: the step 4% faster).
 //
-// Routed from logits (moe_ffn_routed), each gate_up block finds its expert itself
-// (one warp's top-k of the logits) and so does each down block, which does it, and
-// issues its weight copies, before it waits for gate_up. That is safe because
+// Routed from logits at one token (moe_ffn_routed), each gate_up block finds its expert
+// itself (one warp's top-k of the logits) and so does each down block, which does it,
+// and issues its weight copies, before it waits for gate_up. (From two tokens one
+// moe_route launch routes them all: kRouteOnceMinTokens.) That is safe because
 // gate_up, unlike other kernels (pdl_begin), waits for the kernel before it before
 // it lets down start: when down starts, every kernel before gate_up has completed,
 // the router's matvec among them. shared_expert_add, after down, reads the shared
@@ -395,9 +396,12 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
                 spans_bulk_copyable({down.data}, down.row_bytes())};
   const int down_runs = has_run_scales(down.type) ? ff / 32 : 0;
   if (parts) {
-    // 32 rows of one expert per block: 512 blocks on a 35B-A3B layer, as moe_down.
+    // 32 rows of one expert per block: 512 blocks on a 35B-A3B layer at one token, as
+    // moe_down. With more tokens (routed once) that many rows made thousands of small
+    // blocks; on an H200 (PERFORMANCE.md, session 34) 64 rows were best at 2 sequences,
+    // 64 and 128 equal at 4, 128 best at 8 (+6% over 32).
     DownPartParams pp{dp, *parts};
-    pp.rows = std::min(32, d);
+    pp.rows = std::min(n == 1 ? 32 : n < 4 ? 64 : 128, d);
     auto part_smem = [&] { return pp.span_slot + (ff + pp.rows + down_runs) * sizeof(float); };
     fit_rows(pp, part_smem);
     dispatch_weight_type(down.type, [&](auto type) {
@@ -439,7 +443,12 @@ void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, c
 }
 
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
-                    const Tensor& y, float* act, const ExpertParts* parts, cudaStream_t s) {
+                    const Tensor& y, float* act, const ExpertParts* parts, int32_t* ids, float* weights,
+                    cudaStream_t s) {
+  if (x.rows() >= kRouteOnceMinTokens) {
+    moe_route(logits.as<const float>(), logits.ne[0], x.rows(), k, renormalize, ids, weights, s);
+    return launch_experts(x, experts, k, Routing{nullptr, ids, weights, false}, y, act, parts, s);
+  }
   launch_experts(x, experts, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, parts, s);
 }
 

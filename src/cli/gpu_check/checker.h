@@ -162,11 +162,14 @@ inline constexpr int64_t kTokenCounts[] = {1, 2, 3, 5, 8, 33, 70};  // 1, 2 and 
 constexpr double kAttentionF16Tol = 1e-3;
 
 // Batches of more than cuda::kMatvecMaxTokens tokens (kExpertDecodeMaxTokens for the
-// experts) multiply non-F32 weights on the tensor cores in f16 or bf16 (about 1e-3
-// relative error); F32 weights keep f32 accuracy there.
+// experts), and from 2 tokens the weights matmul_few takes, multiply non-F32 weights
+// on the tensor cores in f16 or bf16 (about 1e-3 relative error); F32 weights keep f32
+// accuracy there.
 constexpr double kTensorCoreTol = 1e-2;
-inline double matmul_tol(DType t, int64_t n) {
-  return n > cuda::kMatvecMaxTokens && t != DType::F32 ? kTensorCoreTol : 1e-4;
+// The tensor cores' bar where they take the weight (w: the GPU's copy).
+inline double matmul_tol(const Tensor& w, int64_t n) {
+  const bool tensor_cores = w.type != DType::F32 && (n > cuda::kMatvecMaxTokens || cuda::matmul_few_takes(w, n));
+  return tensor_cores ? kTensorCoreTol : 1e-4;
 }
 inline double expert_tol(DType t, int64_t n) {
   return n > cuda::kExpertDecodeMaxTokens && t != DType::F32 ? kTensorCoreTol : 1e-4;
