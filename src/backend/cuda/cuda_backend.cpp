@@ -20,7 +20,6 @@
 #include "gguf/gguf.h"
 
 namespace zinc {
-
 namespace {
 
 void check(bool ok, const char* op, const char* what) {

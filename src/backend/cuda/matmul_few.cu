@@ -204,7 +204,13 @@ FewShape few_shape(int64_t in) {
   return {};
 }
 
-bool few_type(DType t) { return t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+template <DType T>
+constexpr bool kFewType = T == DType::Q8_0 || T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+bool few_type(DType t) {
+  bool yes = false;
+  dispatch_weight_type(t, [&](auto type) { yes = kFewType<decltype(type)::value>; });
+  return yes;
+}
 
 template <DType T, int C>
 void launch_few(const FewParams& p, cudaStream_t s) {
@@ -238,7 +244,7 @@ void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t
     }
     dispatch_weight_type(w[first].type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
-      if constexpr (T == DType::Q8_0 || T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K) {
+      if constexpr (kFewType<T>) {
         if (shape.chunks_per_warp == 1) launch_few<T, 1>(p, s);
         else launch_few<T, 2>(p, s);
       }

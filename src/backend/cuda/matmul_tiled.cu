@@ -362,6 +362,13 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   return b;
 }
 
+// The tensors t[i] for i in `which`, in that order.
+std::vector<Tensor> picked(std::span<const Tensor> t, const std::vector<size_t>& which) {
+  std::vector<Tensor> out;
+  for (size_t i : which) out.push_back(t[i]);
+  return out;
+}
+
 void sum_splits(const SplitSumParams& p, cudaStream_t s) {
   if (p.splits <= 1) return;
   const SplitSum& last = p.w[p.count - 1];
@@ -392,11 +399,8 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
   }
   if (!b.few.empty() || b.many.count > 0)
     to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
-  if (!b.few.empty()) {
-    std::vector<Tensor> fw, fy;
-    for (size_t i : b.few) fw.push_back(w[i]), fy.push_back(y[i]);
-    matmul_few(fw, static_cast<const __half*>(scratch), x.ne[0], x.rows(), fy, s);
-  }
+  if (!b.few.empty())
+    matmul_few(picked(w, b.few), static_cast<const __half*>(scratch), x.ne[0], x.rows(), picked(y, b.few), s);
   if (b.many.count > 0) {
     if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
     else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
@@ -405,11 +409,7 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     sum_splits(b.many_sum, s);
   }
   for (size_t i : b.rest) matmul_tiled(w[i], x, y[i], s);
-  if (!b.matvec.empty()) {
-    std::vector<Tensor> mw, my;
-    for (size_t i : b.matvec) mw.push_back(w[i]), my.push_back(y[i]);
-    matvec_many(mw, x, my, s);
-  }
+  if (!b.matvec.empty()) matvec_many(picked(w, b.matvec), x, picked(y, b.matvec), s);
 }
 
 bool matmul_batched_takes(std::span<const Tensor> w, int64_t n) {

@@ -401,7 +401,7 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
     // blocks; on an H200 (PERFORMANCE.md, session 34) 64 rows were best at 2 sequences,
     // 64 and 128 equal at 4, 128 best at 8 (+6% over 32).
     DownPartParams pp{dp, *parts};
-    pp.rows = std::min(n == 1 ? 32 : n < 4 ? 64 : 128, d);
+    pp.rows = std::min(n < kRouteOnceMinTokens ? 32 : n < 4 ? 64 : 128, d);
     auto part_smem = [&] { return pp.span_slot + (ff + pp.rows + down_runs) * sizeof(float); };
     fit_rows(pp, part_smem);
     dispatch_weight_type(down.type, [&](auto type) {
