@@ -31,8 +31,9 @@ void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_
 // Q4_K, Q5_K and Q6_K rows of whole 256-element chunks (up to 4096 elements), on
 // Hopper. xb: x in the pipelined tiles' f16 pairs (to_f16_pairs). matmul_batched sends
 // it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
-// several-token matvec and the pipelined tiles (PERFORMANCE.md, session 34).
-inline constexpr int64_t kFewMaxTokens = 8;
+// several-token matvec and the pipelined tiles (PERFORMANCE.md, session 34). Past 8
+// tokens it runs each staged tile twice (two mma n-tiles).
+inline constexpr int64_t kFewMaxTokens = 16;
 inline constexpr int64_t kFewMinTokens = 2;  // one token: the matvec
 bool matmul_few_takes(const Tensor& w, int64_t n);
 void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t n, std::span<const Tensor> y,
@@ -202,6 +203,8 @@ void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormali
 // moe_ffn for n > kExpertDecodeMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
+// While the experts average at most a token (several sequences decoding, short
+// prompts), on Hopper, gate + up and down are moe_few.cu's kernels.
 size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
 void moe_ffn_grouped(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights,
                      const Tensor& y, void* scratch, cudaStream_t s);

@@ -9,16 +9,19 @@
 //   1. x -> f16 (bf16 for the generic tiles) once (each token row is read by its k
 //      experts).
 //   2. One block counts the pairs per expert, scans the counts (pair offsets and
-//      tile offsets per expert) and scatters the pair indices into expert
-//      order. Integer atomics only: the order of pairs within an expert may vary
-//      between runs, but every output element is computed by the same operations
-//      whatever its column, so results are bitwise repeatable.
+//      tile offsets per expert), lists the tiles and scatters the pair indices into
+//      expert order. Integer atomics only: the order of pairs within an expert may
+//      vary between runs, but every output element is computed by the same
+//      operations whatever its column, so results are bitwise repeatable.
 //   3. One launch for gate + up over all experts' tiles (grid.y = an upper bound on
 //      the tile count; spare blocks exit), the tensor-core tile product of
 //      mma_tile.cuh with gate rows and up rows in one tile and SwiGLU in the
 //      epilogue; act is stored in expert order as the down tiles' token rows.
 //   4. One launch for down, writing each pair's output row.
 //   5. Combine in token order: y[t] = sum over slots j (fixed order) of w[t, j] · out[t, j].
+//
+// While experts average at most one token (several sequences decoding, short
+// prompts), steps 3 and 4 are moe_few.cu's kernels on tiles of up to 8 tokens.
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_pipe.cuh"
 #include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/moe_few.h"
 
 namespace zinc::cuda {
 namespace {
@@ -39,6 +43,8 @@ constexpr int kPipeTokens = 32, kPipeTokensNarrow = 16, kNarrowBelowPerExpert = 
 // 64 from 48 an expert: half the dequantizing per token (gpt-oss-20b's pp512 +13%,
 // pp2048 +27%; the flagship's pp2048 +6%; PERFORMANCE.md session 30).
 constexpr int kPipeTokensWide = 64, kWideFromPerExpert = 48;
+// moe_few.cu's tiles while the pairs are at most this many per expert.
+constexpr int kFewUpToPerExpert = 1;
 constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
 
@@ -48,13 +54,20 @@ struct Scratch {
   float* out;             // {d, pairs} in pair order (token · k + slot)
   int32_t* sorted;        // pair indices in expert order
   int32_t* offset;        // {E + 1}: first sorted position of each expert
-  int32_t* tile_offset;   // {E + 1}: first tile of each expert
+  int32_t* tile_offset;   // {E + 1}: first tile of each expert; [E]: the tile count
+  ExpertTile* tiles;      // [max_tiles]
 };
+
+// Each expert with tokens has at most one partial tile.
+int max_tiles(int64_t pairs, int64_t E, int tile) {
+  return ceil_div(pairs, tile) + static_cast<int>(std::min(E, pairs));
+}
 
 size_t round_up(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
 // The scratch pieces in order; with base null only the total size is meaningful.
 Scratch carve(void* base, int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E, size_t* total) {
+  const int min_tile = std::min(kPipeTokensNarrow, kFewTileTokens);
   const int64_t pairs = n * k;
   char* p = static_cast<char*>(base);
   size_t used = 0;
@@ -70,14 +83,15 @@ Scratch carve(void* base, int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * pairs));
   s.offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
   s.tile_offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
+  s.tiles = reinterpret_cast<ExpertTile*>(take(sizeof(ExpertTile) * max_tiles(pairs, E, min_tile)));
   if (total) *total = used;
   return s;
 }
 
-// One block: counts, scans and the scatter into expert order. Bad ids join no expert.
+// One block: counts, scans, the tile list and the scatter into expert order. Bad ids
+// join no expert.
 __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const int32_t* ids, int pairs, int E,
-                                                                        int tile, int32_t* offset,
-                                                                        int32_t* tile_offset, int32_t* sorted) {
+                                                                        int tile, Scratch s) {
   using Scan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int count[kMaxExperts];
@@ -94,12 +108,13 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const in
   Scan(scan).ExclusiveSum(c, first, total);
   __syncthreads();
   Scan(scan).ExclusiveSum((c + tile - 1) / tile, first_tile, total_tiles);
-  if (tid < E) offset[tid] = first, tile_offset[tid] = first_tile, count[tid] = first;  // count: next free slot
-  if (tid == 0) offset[E] = total, tile_offset[E] = total_tiles;
+  if (tid < E) s.offset[tid] = first, s.tile_offset[tid] = first_tile, count[tid] = first;  // count: next free slot
+  if (tid == 0) s.offset[E] = total, s.tile_offset[E] = total_tiles;
+  for (int j = 0; j * tile < c; ++j) s.tiles[first_tile + j] = {tid, first + j * tile, min(tile, c - j * tile)};
   __syncthreads();
   for (int p = tid; p < pairs; p += kGroupThreads) {
     const int e = ids[p];
-    if (e >= 0 && e < E) sorted[atomicAdd(&count[e], 1)] = p;
+    if (e >= 0 && e < E) s.sorted[atomicAdd(&count[e], 1)] = p;
   }
 }
 
@@ -116,21 +131,10 @@ struct GroupedParams {
 };
 
 // This block's tile (blockIdx.y): its expert, first sorted position and token count.
-struct Tile {
-  int expert, pos0, count;
-};
-__device__ bool find_tile(const GroupedParams& p, Tile& t) {
+__device__ bool find_tile(const GroupedParams& p, ExpertTile& t) {
   const int tile = blockIdx.y;
   if (tile >= p.s.tile_offset[p.E]) return false;
-  int lo = 0, hi = p.E - 1;  // the last expert whose first tile is <= tile owns it
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (p.s.tile_offset[mid] <= tile) lo = mid;
-    else hi = mid - 1;
-  }
-  t.expert = lo;
-  t.pos0 = p.s.offset[lo] + (tile - p.s.tile_offset[lo]) * p.tile;
-  t.count = min(p.tile, p.s.offset[lo + 1] - t.pos0);
+  t = p.s.tiles[tile];
   return true;
 }
 
@@ -138,7 +142,7 @@ __device__ bool find_tile(const GroupedParams& p, Tile& t) {
 template <DType T>
 __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __grid_constant__ GroupedParams p) {
   __shared__ __align__(16) mma::Smem<kTokens, false> sh;
-  Tile t;
+  ExpertTile t;
   if (!find_tile(p, t)) return;
   const int r0 = blockIdx.x * mma::kHalf, valid = min(mma::kHalf, p.ff - r0);
   const size_t first = (static_cast<size_t>(t.expert) * p.ff + r0) * p.gate_row_bytes;
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __
 template <DType T>
 __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __grid_constant__ GroupedParams p) {
   __shared__ __align__(16) mma::Smem<kTokens, false> sh;
-  Tile t;
+  ExpertTile t;
   if (!find_tile(p, t)) return;
   const int r0 = blockIdx.x * mma::kRows;
   const uint8_t* first = p.down + (static_cast<size_t>(t.expert) * p.d + r0) * p.down_row_bytes;
@@ -200,7 +204,7 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
 template <DType T, int BN>
 __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel(const __grid_constant__ GroupedParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  Tile t;
+  ExpertTile t;
   if (!find_tile(p, t)) return;
   const int r0 = blockIdx.x * mma::kHalf;
   const size_t first = (static_cast<size_t>(t.expert) * p.ff + r0) * p.gate_row_bytes;
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel
 template <DType T, int BN>
 __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(const __grid_constant__ GroupedParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  Tile t;
+  ExpertTile t;
   if (!find_tile(p, t)) return;
   const int r0 = blockIdx.x * pipe::kRows;
   const uint8_t* first = p.down + (static_cast<size_t>(t.expert) * p.d + r0) * p.down_row_bytes;
@@ -320,27 +324,32 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
                   static_cast<int>(E),
                   static_cast<int>(k)};
   const auto none = [](auto) {};
-  const bool piped = dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
-  if (piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
+  const bool few = pairs <= kFewUpToPerExpert * E && moe_few_takes(ex, d);
+  const bool piped = !few && dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
+  if (few || piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
   else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
   const bool narrow = pairs < kNarrowBelowPerExpert * E, wide = pairs >= kWideFromPerExpert * E;
-  p.tile = !piped ? kTokens : narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;
+  p.tile = few ? kFewTileTokens : !piped ? kTokens : narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;
   group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E, p.tile,
-                                                     p.s.offset, p.s.tile_offset, p.s.sorted);
+                                                     p.s);
   ZINC_CUDA_LAUNCHED("moe_group_by_expert");
-  // Each expert with tokens has at most one partial tile.
-  const int max_tiles = ceil_div(pairs, p.tile) + static_cast<int>(std::min(E, pairs));
-  if (piped) {
+  const int tiles = max_tiles(pairs, E, p.tile);
+  if (few) {
+    moe_few_launch(ex, p.d, p.k,
+                   {static_cast<const __half*>(p.s.xb), p.s.sorted, p.s.tiles, p.s.tile_offset + E,
+                    static_cast<__half*>(p.s.act), p.s.out, tiles},
+                   s);
+  } else if (piped) {
     auto launch = [&](auto bn) {
       constexpr int BN = decltype(bn)::value;
       dispatch_pipelined(gate, d, [&](auto type) {
         constexpr DType T = decltype(type)::value;
-        pipe::launch<T, BN, grouped_gate_up_pipe_kernel<T, BN>>(dim3(ceil_div(ff, mma::kHalf), max_tiles), s, p);
+        pipe::launch<T, BN, grouped_gate_up_pipe_kernel<T, BN>>(dim3(ceil_div(ff, mma::kHalf), tiles), s, p);
       });
       ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
       dispatch_pipelined(down, ff, [&](auto type) {
         constexpr DType T = decltype(type)::value;
-        pipe::launch<T, BN, grouped_down_pipe_kernel<T, BN>>(dim3(ceil_div(d, pipe::kRows), max_tiles), s, p);
+        pipe::launch<T, BN, grouped_down_pipe_kernel<T, BN>>(dim3(ceil_div(d, pipe::kRows), tiles), s, p);
       });
       ZINC_CUDA_LAUNCHED("moe_grouped_down");
     };
@@ -350,11 +359,11 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   } else {
     dispatch_weight_type(gate.type, [&](auto type) {
       grouped_gate_up_kernel<decltype(type)::value>
-          <<<dim3(ceil_div(ff, mma::kHalf), max_tiles), mma::kThreads, 0, s>>>(p);
+          <<<dim3(ceil_div(ff, mma::kHalf), tiles), mma::kThreads, 0, s>>>(p);
     });
     ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
     dispatch_weight_type(down.type, [&](auto type) {
-      grouped_down_kernel<decltype(type)::value><<<dim3(ceil_div(d, mma::kRows), max_tiles), mma::kThreads, 0, s>>>(p);
+      grouped_down_kernel<decltype(type)::value><<<dim3(ceil_div(d, mma::kRows), tiles), mma::kThreads, 0, s>>>(p);
     });
     ZINC_CUDA_LAUNCHED("moe_grouped_down");
   }

@@ -293,7 +293,10 @@ void check_prefill_ops(Checker& c) {
 // gpt-oss-20b's 2880 x 2880 (Q8_0's rows not 16-byte aligned) and K-quants with run
 // scales beside a shared expert (down writes the parts its add sums). 1 to 8 tokens
 // cover the decode paths (the shared memory holds every pair's act for down up to a
-// point; past it moe.cu's kernels take over).
+// point; past it moe.cu's kernels take over). Last, moe_few.cu's tiles (batches whose
+// experts average at most a token): the flagship's types and rows, Q8_0 with rows of 4
+// and 3 chunks (slices of 2 and 1), Q6_K; expert 0 favoured, so that from 12 tokens it
+// fills more than one 8-token tile.
 void check_expert_variants(Checker& c) {
   struct Shape {
     int64_t E, k, d, ff;
@@ -302,13 +305,18 @@ void check_expert_variants(Checker& c) {
     float scale, down_scale;
     std::vector<int64_t> tokens;
     int64_t shared_ff;
+    float favoured = 0;  // added to expert 0's logits
   };
-  const std::vector<int64_t> small_tokens = {1, 3, 8, 9, 64, 300}, large_tokens = {1, 2, 3, 8, 100};
+  const std::vector<int64_t> small_tokens = {1, 3, 8, 9, 64, 300}, large_tokens = {1, 2, 3, 8, 100},
+                             few_tokens = {9, 12, 16};
   for (const Shape& m : {Shape{8, 4, 320, 192, DType::MXFP4, DType::MXFP4, true, 0.5f, 0.09f, small_tokens, 192},
                          Shape{8, 4, 320, 192, DType::Q8_0, DType::Q8_0, true, 0.5f, 0.09f, small_tokens, 192},
                          Shape{6, 4, 2880, 2880, DType::MXFP4, DType::MXFP4, true, 0.05f, 0.03f, large_tokens, 256},
                          Shape{5, 4, 2880, 2880, DType::Q8_0, DType::Q8_0, true, 0.05f, 0.03f, large_tokens, 256},
-                         Shape{10, 8, 2048, 1024, DType::Q4_K, DType::Q5_K, false, 0.05f, 0.03f, large_tokens, 256}}) {
+                         Shape{10, 8, 2048, 1024, DType::Q4_K, DType::Q5_K, false, 0.05f, 0.03f, large_tokens, 256},
+                         Shape{64, 4, 2048, 512, DType::Q4_K, DType::Q5_K, false, 0.05f, 0.03f, few_tokens, 256, 2.5f},
+                         Shape{64, 4, 1024, 768, DType::Q8_0, DType::Q8_0, false, 0.05f, 0.03f, few_tokens, 256, 2.5f},
+                         Shape{16, 1, 2048, 2048, DType::Q6_K, DType::Q6_K, false, 0.03f, 0.02f, {9, 16}, 256}}) {
     auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, m.scale), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, m.scale);
     auto down = c.weight(m.down, {m.ff, m.d, m.E}, m.down_scale);
     auto gb = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f)), ub = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f));
@@ -325,7 +333,9 @@ void check_expert_variants(Checker& c) {
     for (int64_t n : m.tokens) {
       const std::string sn = what + " n=" + std::to_string(n);
       auto mx = c.f32({m.d, n}, c.randn(m.d * n));
-      auto logits = c.f32({m.E, n}, c.randn(m.E * n, 2.0f));
+      auto l = c.randn(m.E * n, 2.0f);
+      for (int64_t t = 0; t < n; ++t) l[t * m.E] += m.favoured;
+      auto logits = c.f32({m.E, n}, l);
       auto ids = c.out({m.k, n}, DType::I32), wts = c.out({m.k, n});
       c.cpu().moe_route(logits.cpu, m.k, true, ids.cpu, wts.cpu);
       c.gpu().moe_route(logits.gpu, m.k, true, ids.gpu, wts.gpu);
@@ -598,9 +608,9 @@ void check_ops(Checker& c) {
 
   // Rows of whole 256-element groups: the staged (16-byte aligned) matvec path for
   // most types, for 1, 2, 3 and 5 tokens (the 1-, 2- and 5-token kernels; beyond the
-  // first token the activations come from L1), and matmul_few for 6 and 8 (Q8_0, Q4_K,
-  // Q5_K, Q6_K rows of up to 16 chunks: teams of 8 warps, 2, 3 of 8 with two idle, 6
-  // with 2 chunks a warp; the rest take the tiles). 2048: a row per warp, in a small and a
+  // first token the activations come from L1), and matmul_few for 6 and 8, and 12 and 16
+  // in two n-tiles (Q8_0, Q4_K, Q5_K, Q6_K rows of up to 16 chunks: teams of 8 warps, 2,
+  // 3 of 8 with two idle, 6 with 2 chunks a warp; the rest take the tiles). 2048: a row per warp, in a small and a
   // large launch; 4096 and 6144: a team of 2 or 4 warps per row (one of the 4 idle);
   // 3840: a team of 2 whose second warp has an odd count of groups (7; Q4_K / Q5_K
   // lanes take groups in pairs for one token); 18432: more chunks than a team has
@@ -620,7 +630,7 @@ void check_ops(Checker& c) {
     for (auto [in, out] : staged_shapes) {
       if (in % type_traits(t).block_elems != 0) continue;
       auto w = c.weight(t, {in, out}, 0.03f);
-      for (int64_t n : {1, 2, 3, 5, 6, 8}) {
+      for (int64_t n : {1, 2, 3, 5, 6, 8, 12, 16}) {
         const auto y = c.matmul_fresh(w, n);
         c.report("matmul " + tname(t) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
                      " n=" + std::to_string(n),

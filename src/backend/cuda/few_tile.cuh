@@ -1,0 +1,218 @@
+// One warp's share of a few-token product on the tensor cores (matmul_few.cu,
+// moe_few.cu): 16 weight rows (an mma.sync m16n8k16's rows) x C chunks of 256
+// elements, bulk-copied with one copy per row into the warp's own shared memory,
+// against up to 8 tokens a n-tile whose f16 fragments, in to_f16_pairs' order, sit in
+// registers. The A fragments are decoded from the staged bytes as the pipelined tiles
+// do (pipe::Frag: the same k order and f16 pairs). A team of warps may split a row's
+// chunks and add its partial sums in member order, so results do not depend on timing.
+#pragma once
+
+#include "backend/cuda/mma_pipe.cuh"
+#include "backend/cuda/warp_stream.cuh"
+
+namespace zinc::cuda::few {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileRows = 16;   // the mma's rows
+constexpr int kTileTokens = 8;  // its columns
+constexpr int kChunk = 256;     // k elements: a K-quant super-block, eight Q8_0 blocks
+
+template <DType T>
+constexpr bool kType = T == DType::Q8_0 || T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+
+template <DType T>
+constexpr int chunk_bytes() {
+  return kChunk / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
+}
+// Q6_K's 210-byte chunks do not start on 16-byte boundaries: a row's chunks are copied
+// from the boundary below them and read at their offset (the same for the 16 rows of
+// a tile, whose rows are 16-byte multiples).
+template <DType T>
+constexpr bool kShifted = chunk_bytes<T>() % 16 != 0;
+// Staged bytes per row for C chunks, padded as the pipelined tiles' rows are.
+template <DType T>
+constexpr int row_stride(int C) {
+  return pipe::a_stride(C * chunk_bytes<T>() + (kShifted<T> ? 16 : 0));
+}
+// A warp's slot: its 16 rows.
+template <DType T, int C>
+constexpr int warp_bytes() {
+  return kTileRows * row_stride<T>(C);
+}
+
+// Chunks per warp (C) and warps per tile (the team) for rows of `in` elements; 0
+// chunks: none fit. One chunk a warp while a team of kWarps covers the row, else two.
+struct Shape {
+  int chunks_per_warp = 0, team = 0;
+};
+inline Shape shape_for(int64_t in) {
+  if (in % kChunk != 0) return {};
+  const int chunks = static_cast<int>(in / kChunk);
+  if (chunks <= kWarps) return {1, chunks};
+  if (chunks <= 2 * kWarps && chunks % 2 == 0) return {2, chunks / 2};
+  return {};
+}
+
+// A fragments of a staged chunk: pipe::Frag's, whose types carry a scale per 32
+// elements, and Q6_K's, whose scales are per 16 (lane_scale takes the lane's elements).
+template <DType T>
+struct Frag : pipe::Frag<T> {
+  __device__ static uint32_t lane_scale(const uint8_t* chunk, int s, int) { return pipe::Frag<T>::scale(chunk, s); }
+};
+
+// Q6_K super-block: ql[128] (low nibbles), qh[64] (2 high bits), 16 int8 scales, f16 d.
+// Element 128h + 32q + l: ql[64h + 32(q & 1) + l], low nibble for q < 2, high
+// otherwise; qh[32h + l] bits 2q, 2q + 1; scale sc[(128h + 32q + l) / 16].
+template <>
+struct Frag<DType::Q6_K> {
+  // d · sc of the lane's 16 elements, rounded once to f16, in both halves.
+  __device__ static uint32_t lane_scale(const uint8_t* chunk, int s, int l) {
+    const float d = __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(chunk + 208)));
+    const float v = d * static_cast<float>(static_cast<int8_t>(chunk[192 + 2 * s + l / 16]));
+    return pipe::as_u32(__float2half2_rn(v));
+  }
+  // Elements e = 32s + l .. e + 7 as the f16 pairs (e, e+2), (e+1, e+3), (e+4, e+6), (e+5, e+7).
+  __device__ static void load(const uint8_t* chunk, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const int h = s / 4, q = s % 4;
+    const uint2 lo = pipe::load_unaligned8(chunk + 64 * h + 32 * (q & 1) + l);
+    const uint2 hi = pipe::load_unaligned8(chunk + 128 + 32 * h + l);
+    const int nib = q >= 2 ? 4 : 0;
+    // Bytes b and b + 2 of a word: 6-bit codes under 1024.0's exponent.
+    const auto codes = [&](uint32_t lw, uint32_t hw, int b) {
+      return ((lw >> (nib + 8 * b)) & 0x000F000Fu) | (((hw >> (2 * q + 8 * b)) & 0x00030003u) << 4) | pipe::kMagic;
+    };
+    const uint32_t bias = 0x64206420u;  // 1024 + 32 in both halves
+    const __half2 d = pipe::as_half2(scale);
+    out[0] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.x, hi.x, 0), bias), d));
+    out[1] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.x, hi.x, 1), bias), d));
+    out[2] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.y, hi.y, 0), bias), d));
+    out[3] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.y, hi.y, 1), bias), d));
+  }
+};
+
+// Where slice `i` of a row starts (i · C chunks), and (Q6_K) how far below that the
+// staged copy starts.
+template <DType T, int C>
+struct Slice {
+  size_t at;
+  int shift;
+  __device__ explicit Slice(int i)
+      : at(static_cast<size_t>(i) * C * chunk_bytes<T>()), shift(kShifted<T> ? static_cast<int>(at % 16) : 0) {}
+  __device__ uint32_t bytes() const { return (shift + C * chunk_bytes<T>() + 15) / 16 * 16; }
+};
+
+// Lane 0 readies the warp's mbarrier (before its first copy_rows).
+__device__ __forceinline__ void init_bar(uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x % 32 == 0) mbarrier_init(bar);
+  __syncwarp();
+#else
+  (void)bar;
+#endif
+}
+
+// Lane r < rows copies its row's slice from row(r) (the row's first byte) into the
+// warp's slot, counted on the warp's mbarrier. Whatever the warp read of the slot
+// before is done with. Hopper only (bulk copies).
+template <DType T, int C, class Row>
+__device__ __forceinline__ void copy_rows(uint8_t* slot, uint64_t* bar, int rows, const Slice<T, C>& sl, Row row) {
+#if __CUDA_ARCH__ < 900
+  (void)slot, (void)bar, (void)rows, (void)sl, (void)row;
+  __trap();  // the host sends older GPUs elsewhere
+#else
+  const int lane = threadIdx.x % 32;
+  __syncwarp();
+  if (lane == 0) mbarrier_expect(bar, sl.bytes() * rows);
+  if (lane < rows) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the warp's reads before the copy's writes
+    bulk_copy(slot + lane * row_stride<T>(C), row(lane) + sl.at - sl.shift, sl.bytes(), bar);
+  }
+#endif
+}
+// Waits for the copies of the mbarrier's phase `parity` (its uses 0, 2, 4 .. are 0).
+__device__ __forceinline__ void wait_rows(uint64_t* bar, uint32_t parity = 0) {
+#if __CUDA_ARCH__ >= 900
+  mbarrier_wait(bar, parity);
+#else
+  (void)bar, (void)parity;
+#endif
+}
+
+// This lane's token fragments (token lane / 4 of the n-tile) of C chunks from `tok`:
+// that token's f16 pairs at the slice's first element, or null for zeros. Elements
+// 64j + 8t .. and 64j + 32 + 8t .. of each chunk, t = lane % 4.
+template <int C>
+__device__ __forceinline__ void load_tokens(uint4 (&b)[C][4][2], const __half* tok) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int c = 0; c < C; ++c)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        b[c][j][h] = tok ? __ldg(reinterpret_cast<const uint4*>(tok + kChunk * c + 64 * j + 32 * h + 8 * t))
+                         : make_uint4(0, 0, 0, 0);
+}
+
+// acc[i] += the warp's 16 staged rows · n-tile i's tokens (b[i]), each A fragment
+// decoded once for all NB n-tiles. acc[i][e]: row lane / 4 + 8 (e / 2), token
+// 2 (lane % 4) + e % 2 of the n-tile. Rows past a weight's end hold stale bytes; only
+// their own outputs see them.
+template <DType T, int C, int NB>
+__device__ __forceinline__ void product(const uint8_t* slot, int shift, const uint4 (&b)[NB][C][4][2],
+                                        float (&acc)[NB][4]) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  constexpr int kStride = row_stride<T>(C), kBytes = chunk_bytes<T>();
+  const uint8_t* row[2] = {slot + g * kStride + shift, slot + (g + 8) * kStride + shift};
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t v[2][2][4];  // [row][run]: words (e, e+2), (e+1, e+3), (e+4, e+6), (e+5, e+7)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int run = 0; run < 2; ++run) {
+          const uint8_t* chunk = row[r] + c * kBytes;
+          Frag<T>::load(chunk, 2 * j + run, 8 * t, Frag<T>::lane_scale(chunk, 2 * j + run, 8 * t), v[r][run]);
+        }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int run = m / 2, o = 2 * (m % 2);
+        const uint32_t a[4] = {v[0][run][o], v[1][run][o], v[0][run][o + 1], v[1][run][o + 1]};
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          const uint4& bb = b[i][c][j][run];
+          pipe::mma_f16(acc[i], a, m % 2 ? bb.z : bb.x, m % 2 ? bb.w : bb.y);
+        }
+      }
+    }
+  }
+}
+
+// The partial sums a team's members hand to member 0: kWarps warps x NT n-tiles.
+template <int NT>
+using Partials = float4[NT][kWarps][32];
+
+// Adds the team's NT n-tiles of sums into member 0's acc, in member order; true in
+// member 0 (the others are done). Named barrier 1 + team.
+template <int NT>
+__device__ __forceinline__ bool team_sum(float (&acc)[NT][4], Partials<NT>& partial, int team_size) {
+  if (team_size == 1) return true;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int team = warp / team_size, member = warp % team_size;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) partial[nt][warp][lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+  asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(32 * team_size) : "memory");
+  if (member != 0) return false;
+  for (int m = 1; m < team_size; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 o = partial[nt][warp + m][lane];
+      acc[nt][0] += o.x, acc[nt][1] += o.y, acc[nt][2] += o.z, acc[nt][3] += o.w;
+    }
+  return true;
+}
+
+}  // namespace zinc::cuda::few
