@@ -25,14 +25,8 @@ using few::kTileRows;
 using few::kWarps;
 constexpr int kGlu = kTileRows / 2;  // gate rows (and up rows) a warp
 
-struct FewMoeParams {
+struct FewMoeParams : ExpertRows {
   MoeFewArgs a;
-  const uint8_t* gate;  // {d, ff, E}
-  const uint8_t* up;
-  const uint8_t* down;  // {ff, d, E}
-  size_t gate_row_bytes, down_row_bytes;
-  ExpertGlu glu;
-  const float* down_bias;  // {d, E}, or null
   int d, ff, k;
   int ksteps;  // slices of C chunks a row
 };
@@ -189,18 +183,7 @@ bool moe_few_takes(const ExpertWeights& ex, int64_t d) {
 
 void moe_few_launch(const ExpertWeights& ex, int d, int k, const MoeFewArgs& a, cudaStream_t s) {
   const int ff = static_cast<int>(ex.down.ne[0]);
-  const FewMoeParams p{a,
-                       static_cast<const uint8_t*>(ex.gate.data),
-                       static_cast<const uint8_t*>(ex.up.data),
-                       static_cast<const uint8_t*>(ex.down.data),
-                       ex.gate.row_bytes(),
-                       ex.down.row_bytes(),
-                       expert_glu_of(ex),
-                       ex.down_bias.as<const float>(),
-                       d,
-                       ff,
-                       k,
-                       0};
+  const FewMoeParams p{expert_rows(ex), a, d, ff, k, 0};
   launch_units<false>(ex.gate, static_cast<int64_t>(a.max_tiles) * (ff / kGlu), p, s);
   ZINC_CUDA_LAUNCHED("moe_few_gate_up");
   launch_units<true>(ex.down, static_cast<int64_t>(a.max_tiles) * ceil_div(d, kTileRows), p, s);

@@ -11,6 +11,21 @@ namespace zinc::cuda {
 // Tokens of one expert per tile: one mma n-tile.
 inline constexpr int kFewTileTokens = 8;
 
+// The routed experts' rows as the grouped kernels (moe_grouped.cu's and these) read them.
+struct ExpertRows {
+  const uint8_t* gate;  // {d, ff, E}
+  const uint8_t* up;
+  const uint8_t* down;  // {ff, d, E}
+  size_t gate_row_bytes, down_row_bytes;
+  ExpertGlu glu;
+  const float* down_bias;  // {d, E}, or null
+};
+inline ExpertRows expert_rows(const ExpertWeights& ex) {
+  return {static_cast<const uint8_t*>(ex.gate.data), static_cast<const uint8_t*>(ex.up.data),
+          static_cast<const uint8_t*>(ex.down.data), ex.gate.row_bytes(), ex.down.row_bytes(), expert_glu_of(ex),
+          ex.down_bias.as<const float>()};
+}
+
 // One tile of the pairs in expert order: its expert, first sorted position, pairs.
 struct ExpertTile {
   int expert, pos0, count;

@@ -118,13 +118,7 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const in
   }
 }
 
-struct GroupedParams {
-  const uint8_t* gate;  // {d, ff, E}
-  const uint8_t* up;
-  const uint8_t* down;  // {ff, d, E}
-  size_t gate_row_bytes, down_row_bytes;
-  ExpertGlu glu;
-  const float* down_bias;  // {d, E}, or null
+struct GroupedParams : ExpertRows {
   Scratch s;
   int d, ff, E, k;
   int tile;  // tokens per tile
@@ -311,13 +305,7 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2], ff = down.ne[0], pairs = n * k;
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
   if (E > kMaxExperts) throw std::invalid_argument("cuda moe_ffn: more than 1024 experts");
-  GroupedParams p{static_cast<const uint8_t*>(gate.data),
-                  static_cast<const uint8_t*>(up.data),
-                  static_cast<const uint8_t*>(down.data),
-                  gate.row_bytes(),
-                  down.row_bytes(),
-                  expert_glu_of(ex),
-                  ex.down_bias.as<const float>(),
+  GroupedParams p{expert_rows(ex),
                   carve(scratch, d, ff, n, k, E, nullptr),
                   static_cast<int>(d),
                   static_cast<int>(ff),
