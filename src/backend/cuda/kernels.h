@@ -32,7 +32,7 @@ void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_
 // Hopper. xb: x in the pipelined tiles' f16 pairs (to_f16_pairs). matmul_batched sends
 // it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
 // several-token matvec and the pipelined tiles (PERFORMANCE.md, session 34). Past 8
-// tokens it runs each staged tile twice (two mma n-tiles).
+// tokens it multiplies each staged tile by two mma n-tiles (session 35).
 inline constexpr int64_t kFewMaxTokens = 16;
 inline constexpr int64_t kFewMinTokens = 2;  // one token: the matvec
 bool matmul_few_takes(const Tensor& w, int64_t n);
