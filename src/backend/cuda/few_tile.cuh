@@ -1,12 +1,13 @@
 // One warp's share of a few-token product on the tensor cores (matmul_few.cu,
 // moe_few.cu): 16 weight rows (an mma.sync m16n8k16's rows) x C chunks of 256
 // elements, bulk-copied with one copy per row into the warp's own shared memory,
-// against up to 8 tokens a n-tile whose f16 fragments, in to_f16_pairs' order, sit in
+// against up to 8 tokens an n-tile whose f16 fragments, in to_f16_pairs' order, sit in
 // registers. The A fragments are decoded from the staged bytes as the pipelined tiles
 // do (pipe::Frag: the same k order and f16 pairs). A team of warps may split a row's
 // chunks and add its partial sums in member order, so results do not depend on timing.
 #pragma once
 
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_pipe.cuh"
 #include "backend/cuda/warp_stream.cuh"
 
@@ -90,6 +91,14 @@ struct Frag<DType::Q6_K> {
     out[3] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.y, hi.y, 1), bias), d));
   }
 };
+
+// Whether w's rows suit these warps: a type they decode, rows and data on 16-byte
+// boundaries (bulk copies). The row length is each caller's to check.
+inline bool rows_fit(const Tensor& w) {
+  bool type = false;
+  dispatch_weight_type(w.type, [&](auto t) { type = kType<decltype(t)::value>; });
+  return type && w.row_bytes() % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
 
 // Where slice `i` of a row starts (i · C chunks), and (Q6_K) how far below that the
 // staged copy starts.

@@ -99,12 +99,6 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     }
 }
 
-bool few_type(DType t) {
-  bool yes = false;
-  dispatch_weight_type(t, [&](auto type) { yes = few::kType<decltype(type)::value>; });
-  return yes;
-}
-
 template <DType T, int C, int NT>
 void launch_few(const FewParams& p, cudaStream_t s) {
   constexpr size_t smem = static_cast<size_t>(kWarps) * few::warp_bytes<T, C>();
@@ -116,8 +110,8 @@ void launch_few(const FewParams& p, cudaStream_t s) {
 }  // namespace
 
 bool matmul_few_takes(const Tensor& w, int64_t n) {
-  return n >= kFewMinTokens && n <= kFewMaxTokens && few_type(w.type) && few::shape_for(w.ne[0]).team > 0 &&
-         hopper_or_later() && w.row_bytes() % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  return n >= kFewMinTokens && n <= kFewMaxTokens && few::rows_fit(w) && few::shape_for(w.ne[0]).team > 0 &&
+         hopper_or_later();
 }
 
 void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t n, std::span<const Tensor> y,

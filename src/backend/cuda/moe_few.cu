@@ -1,4 +1,4 @@
-// The routed experts for a few tokens a expert (several sequences decoding, short
+// The routed experts for a few tokens an expert (several sequences decoding, short
 // prompts) on the tensor cores: moe_grouped.cu's pairs in expert order, in tiles of up
 // to 8 tokens of one expert, through few_tile.cuh's warps.
 //
@@ -145,12 +145,7 @@ Slices slices_for(int64_t in) {
   return chunks % 2 == 0 ? Slices{2, chunks / 2} : Slices{1, chunks};
 }
 
-bool takes_weight(const Tensor& w) {
-  bool type = false;
-  dispatch_weight_type(w.type, [&](auto t) { type = few::kType<decltype(t)::value>; });
-  return type && slices_for(w.ne[0]).count > 0 && w.row_bytes() % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
-}
+bool takes_weight(const Tensor& w) { return few::rows_fit(w) && slices_for(w.ne[0]).count > 0; }
 
 // The down kernel, or gate_up's, over `units` units (a bound) for w's type and slices.
 template <bool kDown>

@@ -610,11 +610,11 @@ void check_ops(Checker& c) {
   // most types, for 1, 2, 3 and 5 tokens (the 1-, 2- and 5-token kernels; beyond the
   // first token the activations come from L1), and matmul_few for 6 and 8, and 12 and 16
   // in two n-tiles (Q8_0, Q4_K, Q5_K, Q6_K rows of up to 16 chunks: teams of 8 warps, 2,
-  // 3 of 8 with two idle, 6 with 2 chunks a warp; the rest take the tiles). 2048: a row per warp, in a small and a
-  // large launch; 4096 and 6144: a team of 2 or 4 warps per row (one of the 4 idle);
-  // 3840: a team of 2 whose second warp has an odd count of groups (7; Q4_K / Q5_K
-  // lanes take groups in pairs for one token); 18432: more chunks than a team has
-  // warps, so one warp walks them all.
+  // 3 of 8 with two idle, 6 with 2 chunks a warp; the rest take the tiles). 2048: a row
+  // per warp, in a small and a large launch; 4096 and 6144: a team of 2 or 4 warps per
+  // row (one of the 4 idle); 3840: a team of 2 whose second warp has an odd count of
+  // groups (7; Q4_K / Q5_K lanes take groups in pairs for one token); 18432: more chunks
+  // than a team has warps, so one warp walks them all.
   //
   // Then rows the staged path copies from the 16-byte boundary below them: one chunk of
   // a type with 32-element blocks whose rows are not whole groups or not 16-byte
