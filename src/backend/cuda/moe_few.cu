@@ -34,10 +34,10 @@ struct FewMoeParams : ExpertRows {
 // A warp's units in turn: unit u is (tile u / groups, group u % groups), u = the warp's
 // index in the grid + i · (warps in the grid), while the tile exists. A unit's rows are
 // taken in ksteps slices of C chunks, each one copy per row into one of the warp's two
-// slots, and a slice's token row is looked up while the slice before is multiplied.
+// slots, and a unit's token rows are looked up while the slice before is multiplied.
 // rows_of(tile, group): the unit's row count; row(tile, group, r): its row r;
-// token_key(tile, j): a key for token j (j < tile.count; may load); token_row(key): its
-// f16 row; store(tile, group, acc): the unit's sums.
+// token_key(tile, j): a key for token j (j < tile.count; may load), once a unit;
+// token_row(key): its f16 row; store(tile, group, acc): the unit's sums.
 template <DType T, int C, class Rows, class Row, class Key, class TokenRow, class Store>
 __device__ __forceinline__ void run_units(const FewMoeParams& p, int groups, Rows rows_of, Row row, Key token_key,
                                           TokenRow token_row, Store store) {
@@ -49,16 +49,16 @@ __device__ __forceinline__ void run_units(const FewMoeParams& p, int groups, Row
   const auto slot = [&](int s) { return smem + (2 * warp + s) * few::warp_bytes<T, C>(); };
   few::init_bar(&bars[0][warp]);
   few::init_bar(&bars[1][warp]);
-  // Starts slice kc of unit u in slot s: its tile (read at slice 0), copies and token key.
+  // Starts slice kc of unit u in slot s: at slice 0 its tile and token key, then copies.
   const auto start = [&](int u, int kc, int s, ExpertTile& tile, int& key) {
     if (kc == 0) {
       if (u / groups >= tiles) return false;
       tile = p.a.tiles[u / groups];
+      key = j < tile.count ? token_key(tile, j) : -1;
     }
     const int g = u % groups;
     few::copy_rows<T, C>(slot(s), &bars[s][warp], rows_of(tile, g), few::Slice<T, C>(kc),
                          [&](int r) { return row(tile, g, r); });
-    key = j < tile.count ? token_key(tile, j) : -1;
     return true;
   };
   int u = blockIdx.x * kWarps + warp, kc = 0, key;
@@ -69,7 +69,7 @@ __device__ __forceinline__ void run_units(const FewMoeParams& p, int groups, Row
     const int s = i & 1;
     const int next_u = kc + 1 < ksteps ? u : u + step, next_kc = kc + 1 < ksteps ? kc + 1 : 0;
     ExpertTile next = tile;
-    int next_key;
+    int next_key = key;
     const bool more = start(next_u, next_kc, s ^ 1, next, next_key);
     uint4 b[1][C][4][2];
     few::load_tokens<C>(b[0], key >= 0 ? token_row(key) + kc * C * few::kChunk : nullptr);

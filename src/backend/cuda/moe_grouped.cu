@@ -8,9 +8,9 @@
 //
 //   1. x -> f16 (bf16 for the generic tiles) once (each token row is read by its k
 //      experts).
-//   2. One block counts the pairs per expert, scans the counts (pair offsets and
-//      tile offsets per expert), lists the tiles and scatters the pair indices into
-//      expert order. Integer atomics only: the order of pairs within an expert may
+//   2. One block counts the pairs per expert, scans the counts (each expert's first
+//      sorted position and first tile), lists the tiles and scatters the pair indices
+//      into expert order. Integer atomics only: the order of pairs within an expert may
 //      vary between runs, but every output element is computed by the same
 //      operations whatever its column, so results are bitwise repeatable.
 //   3. One launch for gate + up over all experts' tiles (grid.y = an upper bound on
@@ -53,9 +53,8 @@ struct Scratch {
   void* act;              // {ff, pairs} in expert order, the same type
   float* out;             // {d, pairs} in pair order (token · k + slot)
   int32_t* sorted;        // pair indices in expert order
-  int32_t* offset;        // {E + 1}: first sorted position of each expert
-  int32_t* tile_offset;   // {E + 1}: first tile of each expert; [E]: the tile count
-  ExpertTile* tiles;      // [max_tiles]
+  int32_t* tile_count;    // [1]
+  ExpertTile* tiles;      // [*tile_count], at most max_tiles
 };
 
 // Each expert with tokens has at most one partial tile.
@@ -81,17 +80,18 @@ Scratch carve(void* base, int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E
   s.act = take(sizeof(uint16_t) * ff * pairs);
   s.out = reinterpret_cast<float*>(take(sizeof(float) * d * pairs));
   s.sorted = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * pairs));
-  s.offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
-  s.tile_offset = reinterpret_cast<int32_t*>(take(sizeof(int32_t) * (E + 1)));
+  s.tile_count = reinterpret_cast<int32_t*>(take(sizeof(int32_t)));
   s.tiles = reinterpret_cast<ExpertTile*>(take(sizeof(ExpertTile) * max_tiles(pairs, E, min_tile)));
   if (total) *total = used;
   return s;
 }
 
 // One block: counts, scans, the tile list and the scatter into expert order. Bad ids
-// join no expert.
+// join no expert. Launched without PDL; the next kernel may launch at once (every
+// kernel after it waits for it before reading the tiles).
 __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const int32_t* ids, int pairs, int E,
                                                                         int tile, Scratch s) {
+  pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int count[kMaxExperts];
@@ -104,12 +104,12 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const in
   }
   __syncthreads();
   const int c = tid < E ? count[tid] : 0;
-  int first = 0, first_tile = 0, total = 0, total_tiles = 0;
-  Scan(scan).ExclusiveSum(c, first, total);
+  int first = 0, first_tile = 0, total_tiles = 0;
+  Scan(scan).ExclusiveSum(c, first);
   __syncthreads();
   Scan(scan).ExclusiveSum((c + tile - 1) / tile, first_tile, total_tiles);
-  if (tid < E) s.offset[tid] = first, s.tile_offset[tid] = first_tile, count[tid] = first;  // count: next free slot
-  if (tid == 0) s.offset[E] = total, s.tile_offset[E] = total_tiles;
+  if (tid < E) count[tid] = first;  // the expert's next free slot
+  if (tid == 0) *s.tile_count = total_tiles;
   for (int j = 0; j * tile < c; ++j) s.tiles[first_tile + j] = {tid, first + j * tile, min(tile, c - j * tile)};
   __syncthreads();
   for (int p = tid; p < pairs; p += kGroupThreads) {
@@ -120,14 +120,13 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_expert_kernel(const in
 
 struct GroupedParams : ExpertRows {
   Scratch s;
-  int d, ff, E, k;
-  int tile;  // tokens per tile
+  int d, ff, k;
 };
 
 // This block's tile (blockIdx.y): its expert, first sorted position and token count.
 __device__ bool find_tile(const GroupedParams& p, ExpertTile& t) {
   const int tile = blockIdx.y;
-  if (tile >= p.s.tile_offset[p.E]) return false;
+  if (tile >= *p.s.tile_count) return false;
   t = p.s.tiles[tile];
   return true;
 }
@@ -277,6 +276,7 @@ bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
 // y[t] = sum over slots j in order of w[t, j] · out[t · k + j]; a bad id makes the row NaN.
 __global__ void combine_kernel(const float* out, const int32_t* ids, const float* weights, float* y, int d, int k,
                                int E, int64_t quads) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= quads) return;
   const int64_t t = 4 * i / d, col = 4 * i % d;
@@ -309,7 +309,6 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
                   carve(scratch, d, ff, n, k, E, nullptr),
                   static_cast<int>(d),
                   static_cast<int>(ff),
-                  static_cast<int>(E),
                   static_cast<int>(k)};
   const auto none = [](auto) {};
   const bool few = pairs <= kFewUpToPerExpert * E && moe_few_takes(ex, d);
@@ -317,14 +316,16 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   if (few || piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
   else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
   const bool narrow = pairs < kNarrowBelowPerExpert * E, wide = pairs >= kWideFromPerExpert * E;
-  p.tile = few ? kFewTileTokens : !piped ? kTokens : narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;
-  group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs), p.E, p.tile,
-                                                     p.s);
+  int tile = kTokens;  // tokens per tile
+  if (few) tile = kFewTileTokens;
+  else if (piped) tile = narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;
+  group_by_expert_kernel<<<1, kGroupThreads, 0, s>>>(ids.as<const int32_t>(), static_cast<int>(pairs),
+                                                     static_cast<int>(E), tile, p.s);
   ZINC_CUDA_LAUNCHED("moe_group_by_expert");
-  const int tiles = max_tiles(pairs, E, p.tile);
+  const int tiles = max_tiles(pairs, E, tile);
   if (few) {
     moe_few_launch(ex, p.d, p.k,
-                   {static_cast<const __half*>(p.s.xb), p.s.sorted, p.s.tiles, p.s.tile_offset + E,
+                   {static_cast<const __half*>(p.s.xb), p.s.sorted, p.s.tiles, p.s.tile_count,
                     static_cast<__half*>(p.s.act), p.s.out, tiles},
                    s);
   } else if (piped) {
@@ -355,8 +356,9 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
     });
     ZINC_CUDA_LAUNCHED("moe_grouped_down");
   }
-  combine_kernel<<<ceil_div(d * n / 4, 256), 256, 0, s>>>(p.s.out, ids.as<const int32_t>(), weights.as<const float>(),
-                                                          y.as<float>(), p.d, p.k, p.E, d * n / 4);
+  launch_pdl(combine_kernel, ceil_div(d * n / 4, 256), 256, s, static_cast<const float*>(p.s.out),
+             ids.as<const int32_t>(), weights.as<const float>(), y.as<float>(), p.d, p.k, static_cast<int>(E),
+             d * n / 4);
   ZINC_CUDA_LAUNCHED("moe_combine");
 }
 

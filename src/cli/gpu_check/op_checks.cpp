@@ -296,7 +296,8 @@ void check_prefill_ops(Checker& c) {
 // point; past it moe.cu's kernels take over). Last, moe_few.cu's tiles (batches whose
 // experts average at most a token): the flagship's types and rows, Q8_0 with rows of 4
 // and 3 chunks (slices of 2 and 1), Q6_K; expert 0 favoured, so that from 12 tokens it
-// fills more than one 8-token tile.
+// fills more than one 8-token tile. moe_block up to 16 tokens, with a shared expert gated
+// and not: past 8, the grouped experts and then the shared expert as batched ops.
 void check_expert_variants(Checker& c) {
   struct Shape {
     int64_t E, k, d, ff;
@@ -343,17 +344,19 @@ void check_expert_variants(Checker& c) {
       c.cpu().moe_ffn(mx.cpu, on_cpu, ids.cpu, wts.cpu, my.cpu);
       c.gpu().moe_ffn(mx.gpu, on_gpu, ids.gpu, wts.gpu, my.gpu);
       c.report("moe_ffn" + sn, c.rel_err(my), expert_tol(m.gate_up, n));
-      if (n > cuda::kExpertDecodeMaxTokens) continue;
+      if (n > 16) continue;  // up to 16 sequences decoding
       auto sg = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n));
       auto su = c.f32({m.shared_ff, n}, c.randn(m.shared_ff * n));
       auto shared_down = c.weight(DType::Q8_0, {m.shared_ff, m.d}, 0.09f);
-      const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, nullptr};
-      const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, nullptr};
-      for (bool shared : {false, true}) {
+      auto slogit = c.f32({1, n}, c.randn(n));
+      for (int mode : {0, 1, 2}) {  // none, shared, gated shared
+        const Backend::SharedExpert se_cpu{sg.cpu, su.cpu, shared_down.cpu, mode == 2 ? &slogit.cpu : nullptr};
+        const Backend::SharedExpert se_gpu{sg.gpu, su.gpu, shared_down.gpu, mode == 2 ? &slogit.gpu : nullptr};
         my = c.out({m.d, n});
-        c.cpu().moe_block(mx.cpu, logits.cpu, m.k, true, on_cpu, shared ? &se_cpu : nullptr, my.cpu);
-        c.gpu().moe_block(mx.gpu, logits.gpu, m.k, true, on_gpu, shared ? &se_gpu : nullptr, my.gpu);
-        c.report(std::string("moe_block") + (shared ? " shared" : "") + sn, c.rel_err(my), expert_tol(m.gate_up, n));
+        c.cpu().moe_block(mx.cpu, logits.cpu, m.k, true, on_cpu, mode ? &se_cpu : nullptr, my.cpu);
+        c.gpu().moe_block(mx.gpu, logits.gpu, m.k, true, on_gpu, mode ? &se_gpu : nullptr, my.gpu);
+        const char* modes[] = {"", " shared", " gated shared"};
+        c.report(std::string("moe_block") + modes[mode] + sn, c.rel_err(my), expert_tol(m.gate_up, n));
       }
     }
   }
