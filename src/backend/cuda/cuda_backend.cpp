@@ -363,7 +363,8 @@ class CudaBackend final : public Backend {
     const Key key = experts_key(Key(OpId::MoeFfn) << x << ids << weights << y, ex);
     if (n > cuda::kExpertDecodeMaxTokens) {  // batches: experts as grouped tensor-core products
       void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
-      submit(key, [=](cudaStream_t s) { cuda::moe_ffn_grouped(x, ex, ids, weights, y, scratch, s); });
+      submit(key,
+             [=](cudaStream_t s) { cuda::moe_ffn_grouped(x, ex, ids, weights, y, scratch, nullptr, nullptr, s); });
       return;
     }
     float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
@@ -640,11 +641,11 @@ class CudaBackend final : public Backend {
   void moe_block(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& ex,
                  const SharedExpert* shared, const Tensor& y) override {
     const int64_t n = x.rows();
-    if (n > cuda::kExpertDecodeMaxTokens) {  // batches: the ops one by one
+    if (n > cuda::kExpertDecodeMaxTokens) {  // batches: routing, the shared expert, the grouped experts
       const Tensor ids = scratch(DType::I32, {k, n}), weights = scratch(DType::F32, {k, n});
       moe_route(logits, k, renormalize, ids, weights);
-      moe_ffn(x, ex, ids, weights, y);
-      if (shared) shared_expert_add(shared->g, shared->u, shared->down, shared->gate_logit, y);
+      if (shared) moe_grouped_with_shared(x, ex, ids, weights, *shared, y);
+      else moe_ffn(x, ex, ids, weights, y);
       return;
     }
     const int64_t d = x.ne[0], E = ex.gate.ne[2], ff = ex.down.ne[0];
@@ -684,6 +685,36 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // moe_block's batches with a shared expert: its SwiGLU and down projection first, then
+  // the grouped experts, whose combine adds its gated output (two launches fewer than
+  // a gate and an add after the combine).
+  void moe_grouped_with_shared(const Tensor& x, const ExpertWeights& ex, const Tensor& ids, const Tensor& weights,
+                               const SharedExpert& shared, const Tensor& y) {
+    const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = ex.gate.ne[2], ff = ex.down.ne[0];
+    const int64_t sff = shared.g.ne[0];
+    check_experts(ex, d, "moe_block");
+    check_f32(shared.g, "moe_block");
+    check(y.ne[0] == d && y.rows() == n, "moe_block", "y shape");
+    check(shared.g.rows() == n && shared.u.n_elements() == shared.g.n_elements() && shared.down.ne[0] == sff &&
+              shared.down.rows() == d,
+          "moe_block", "shared expert shape");
+    check(!shared.gate_logit || (shared.gate_logit->n_elements() == n && shared.gate_logit->type == DType::F32),
+          "moe_block", "shared gate shape");
+    const Tensor act = Tensor::make(DType::F32, {sff, n}, arena_.take(sff * n * sizeof(float)));
+    const Tensor out = Tensor::make(DType::F32, {d, n}, arena_.take(d * n * sizeof(float)));
+    const Tensor down = shared.down, g = shared.g, u = shared.u;
+    void* ab = arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, act));
+    void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
+    const float* gl = shared.gate_logit ? shared.gate_logit->as<const float>() : nullptr;
+    Key key = experts_key(Key(OpId::MoeBlock) << x << ids << weights << y, ex);
+    key << g << u << down << shared.gate_logit;
+    submit(key, [=, dense = dense_.get()](cudaStream_t s) {
+      cuda::swiglu(g.as<const float>(), u.as<const float>(), act.as<float>(), sff * n, s);
+      cuda::matmul_batched({&down, 1}, act, {&out, 1}, ab, *dense, s);
+      cuda::moe_ffn_grouped(x, ex, ids, weights, y, scratch, out.as<const float>(), gl, s);
+    });
+  }
+
   // The routed experts of moe_ffn / moe_block for inputs of d.
   static void check_experts(const ExpertWeights& ex, int64_t d, const char* op) {
     check(experts_fit(ex, d) && d % 8 == 0 && ex.down.ne[0] % 8 == 0, op, "expert shapes");

@@ -205,9 +205,13 @@ void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormali
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.
 // While the experts average at most a token (several sequences decoding, short
 // prompts), on Hopper, gate + up and down are moe_few.cu's kernels.
+// shared_out ({d, n}, or null): a shared expert's output, which the combine adds, times
+// sigmoid(shared_logit[t]) unless shared_logit is null (moe_block: two launches fewer
+// than a gate and an add after the combine).
 size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, int64_t E);
 void moe_ffn_grouped(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights,
-                     const Tensor& y, void* scratch, cudaStream_t s);
+                     const Tensor& y, void* scratch, const float* shared_out, const float* shared_logit,
+                     cudaStream_t s);
 // y {d, n} += sigmoid(gate_logit) · down(silu(g) · u) for n <= kExpertDecodeMaxTokens;
 // gate_logit {n} may be null (no gate). `inputs_settled`: g, u and gate_logit were
 // written before the previous kernel (moe_ffn_routed's pair), so all but the add into

@@ -18,7 +18,8 @@
 //      mma_tile.cuh with gate rows and up rows in one tile and SwiGLU in the
 //      epilogue; act is stored in expert order as the down tiles' token rows.
 //   4. One launch for down, writing each pair's output row.
-//   5. Combine in token order: y[t] = sum over slots j (fixed order) of w[t, j] · out[t, j].
+//   5. Combine in token order: y[t] = sum over slots j (fixed order) of w[t, j] · out[t, j],
+//      plus a shared expert's (gated) output when there is one.
 //
 // While experts average at most one token (several sequences decoding, short
 // prompts), steps 3 and 4 are moe_few.cu's kernels on tiles of up to 8 tokens.
@@ -274,8 +275,9 @@ bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
 }
 
 // y[t] = sum over slots j in order of w[t, j] · out[t · k + j]; a bad id makes the row NaN.
+// Then + sigmoid(shared_logit[t]) · shared[t] (the gate 1 without logits), if shared.
 __global__ void combine_kernel(const float* out, const int32_t* ids, const float* weights, float* y, int d, int k,
-                               int E, int64_t quads) {
+                               int E, int64_t quads, const float* shared, const float* shared_logit) {
   pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= quads) return;
@@ -287,6 +289,11 @@ __global__ void combine_kernel(const float* out, const int32_t* ids, const float
     const float w = e >= 0 && e < E ? weights[pair] : __int_as_float(0x7fc00000);
     const float4 v = e >= 0 && e < E ? *reinterpret_cast<const float4*>(out + pair * d + col) : make_float4(1, 1, 1, 1);
     sum.x += w * v.x, sum.y += w * v.y, sum.z += w * v.z, sum.w += w * v.w;
+  }
+  if (shared) {
+    const float g = shared_logit ? sigmoid(shared_logit[t]) : 1.0f;
+    const float4 v = reinterpret_cast<const float4*>(shared)[i];
+    sum.x += g * v.x, sum.y += g * v.y, sum.z += g * v.z, sum.w += g * v.w;
   }
   reinterpret_cast<float4*>(y)[i] = sum;
 }
@@ -300,7 +307,8 @@ size_t moe_grouped_scratch_bytes(int64_t d, int64_t ff, int64_t n, int64_t k, in
 }
 
 void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids, const Tensor& weights,
-                     const Tensor& y, void* scratch, cudaStream_t s) {
+                     const Tensor& y, void* scratch, const float* shared_out, const float* shared_logit,
+                     cudaStream_t s) {
   const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
   const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = gate.ne[2], ff = down.ne[0], pairs = n * k;
   if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
@@ -358,7 +366,7 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   }
   launch_pdl(combine_kernel, ceil_div(d * n / 4, 256), 256, s, static_cast<const float*>(p.s.out),
              ids.as<const int32_t>(), weights.as<const float>(), y.as<float>(), p.d, p.k, static_cast<int>(E),
-             d * n / 4);
+             d * n / 4, shared_out, shared_logit);
   ZINC_CUDA_LAUNCHED("moe_combine");
 }
 
