@@ -613,26 +613,20 @@ class CudaBackend final : public Backend {
 
   void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, const Tensor* gate_logit,
                          const Tensor& y) override {
-    const int64_t ff = g.ne[0], n = g.rows(), d = down.rows();
-    check_f32(g, "shared_expert_add");
-    check(u.n_elements() == g.n_elements() && down.ne[0] == ff && ff % 32 == 0 && y.ne[0] == d && y.rows() == n,
-          "shared_expert_add", "shape");
-    check(!gate_logit || (gate_logit->n_elements() == n && gate_logit->type == DType::F32), "shared_expert_add",
-          "gate shape");
+    const int64_t n = g.rows(), d = down.rows();
+    check_shared({g, u, down, gate_logit}, d, n, "shared_expert_add");
+    check(y.ne[0] == d && y.rows() == n, "shared_expert_add", "y shape");
     const float* gl = gate_logit ? gate_logit->as<const float>() : nullptr;
-    // Longer batches: swiglu into a buffer, the tiled matmul, then the gate and add.
+    // Longer batches: the batched down projection, then the gate and add.
     const bool fused = n <= cuda::kExpertDecodeMaxTokens;
-    float* act = fused ? nullptr : static_cast<float*>(arena_.take(ff * n * sizeof(float)));
-    float* out = fused ? nullptr : static_cast<float*>(arena_.take(d * n * sizeof(float)));
-    const Tensor act_t = Tensor::make(DType::F32, {ff, n}, act), out_t = Tensor::make(DType::F32, {d, n}, out);
-    void* ab = fused ? nullptr : arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, act_t));
+    const SharedDownBatch batch = fused ? SharedDownBatch{} : shared_down_batch(down, n);
     submit(Key(OpId::SharedExpertAdd) << g << u << down << gate_logit << y, [=, dense = dense_.get()](cudaStream_t s) {
       if (fused) {
         cuda::shared_expert_add(g, u, down, gl, y, false, nullptr, 0, s);
         return;
       }
-      cuda::swiglu(g.as<const float>(), u.as<const float>(), act, ff * n, s);
-      cuda::matmul_batched({&down, 1}, act_t, {&out_t, 1}, ab, *dense, s);
+      batch.enqueue(g, u, down, *dense, s);
+      float* out = batch.out.as<float>();
       if (gl) cuda::mul_sigmoid(out, gl, out, d * n, d, true, s);
       cuda::add(y.as<const float>(), out, y.as<float>(), d * n, d * n, s);
     });
@@ -653,13 +647,7 @@ class CudaBackend final : public Backend {
     check(logits.ne[0] == E && logits.rows() == n && k > 0 && k <= E, "moe_block", "logits shape");
     check_experts(ex, d, "moe_block");
     check(y.ne[0] == d && y.rows() == n, "moe_block", "y shape");
-    if (shared) {
-      const int64_t sff = shared->g.ne[0];
-      check(shared->g.rows() == n && shared->u.n_elements() == shared->g.n_elements() && shared->down.ne[0] == sff &&
-                sff % 32 == 0 && shared->down.rows() == d,
-            "moe_block", "shared expert shape");
-      check(!shared->gate_logit || shared->gate_logit->n_elements() == n, "moe_block", "shared gate shape");
-    }
+    if (shared) check_shared(*shared, d, n, "moe_block");
     float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
     // With a shared expert, its add sums the routed experts' parts (moe_down_part).
     cuda::ExpertParts parts{};
@@ -691,28 +679,49 @@ class CudaBackend final : public Backend {
   void moe_grouped_with_shared(const Tensor& x, const ExpertWeights& ex, const Tensor& ids, const Tensor& weights,
                                const SharedExpert& shared, const Tensor& y) {
     const int64_t d = x.ne[0], n = x.rows(), k = ids.ne[0], E = ex.gate.ne[2], ff = ex.down.ne[0];
-    const int64_t sff = shared.g.ne[0];
     check_experts(ex, d, "moe_block");
-    check_f32(shared.g, "moe_block");
+    check_shared(shared, d, n, "moe_block");
     check(y.ne[0] == d && y.rows() == n, "moe_block", "y shape");
-    check(shared.g.rows() == n && shared.u.n_elements() == shared.g.n_elements() && shared.down.ne[0] == sff &&
-              shared.down.rows() == d,
-          "moe_block", "shared expert shape");
-    check(!shared.gate_logit || (shared.gate_logit->n_elements() == n && shared.gate_logit->type == DType::F32),
-          "moe_block", "shared gate shape");
-    const Tensor act = Tensor::make(DType::F32, {sff, n}, arena_.take(sff * n * sizeof(float)));
-    const Tensor out = Tensor::make(DType::F32, {d, n}, arena_.take(d * n * sizeof(float)));
     const Tensor down = shared.down, g = shared.g, u = shared.u;
-    void* ab = arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, act));
+    const SharedDownBatch batch = shared_down_batch(down, n);
     void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
     const float* gl = shared.gate_logit ? shared.gate_logit->as<const float>() : nullptr;
     Key key = experts_key(Key(OpId::MoeBlock) << x << ids << weights << y, ex);
     key << g << u << down << shared.gate_logit;
     submit(key, [=, dense = dense_.get()](cudaStream_t s) {
-      cuda::swiglu(g.as<const float>(), u.as<const float>(), act.as<float>(), sff * n, s);
-      cuda::matmul_batched({&down, 1}, act, {&out, 1}, ab, *dense, s);
-      cuda::moe_ffn_grouped(x, ex, ids, weights, y, scratch, out.as<const float>(), gl, s);
+      batch.enqueue(g, u, down, *dense, s);
+      cuda::moe_ffn_grouped(x, ex, ids, weights, y, scratch, batch.out.as<const float>(), gl, s);
     });
+  }
+
+  // A shared expert for n tokens of d (shared_expert_add, moe_block).
+  static void check_shared(const SharedExpert& se, int64_t d, int64_t n, const char* op) {
+    const int64_t ff = se.g.ne[0];
+    check_f32(se.g, op);
+    check(se.g.rows() == n && se.u.n_elements() == se.g.n_elements() && se.down.ne[0] == ff && ff % 32 == 0 &&
+              se.down.rows() == d,
+          op, "shared expert shape");
+    check(!se.gate_logit || (se.gate_logit->n_elements() == n && se.gate_logit->type == DType::F32), op,
+          "shared gate shape");
+  }
+  // A batch's shared expert without its gate, down(silu(g) · u), into `out` {d, n}, and
+  // the scratch that takes (taken when the op is enqueued, for deterministic addresses).
+  struct SharedDownBatch {
+    Tensor act, out;
+    void* scratch = nullptr;
+    void enqueue(const Tensor& g, const Tensor& u, const Tensor& down, const cuda::DenseGemm& dense,
+                 cudaStream_t s) const {
+      cuda::swiglu(g.as<const float>(), u.as<const float>(), act.as<float>(), act.n_elements(), s);
+      cuda::matmul_batched({&down, 1}, act, {&out, 1}, scratch, dense, s);
+    }
+  };
+  SharedDownBatch shared_down_batch(const Tensor& down, int64_t n) {
+    const int64_t ff = down.ne[0], d = down.rows();
+    SharedDownBatch b;
+    b.act = Tensor::make(DType::F32, {ff, n}, arena_.take(ff * n * sizeof(float)));
+    b.out = Tensor::make(DType::F32, {d, n}, arena_.take(d * n * sizeof(float)));
+    b.scratch = arena_.take(cuda::matmul_batched_scratch_bytes({&down, 1}, b.act));
+    return b;
   }
 
   // The routed experts of moe_ffn / moe_block for inputs of d.
