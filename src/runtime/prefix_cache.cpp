@@ -124,7 +124,9 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     if (!ls.k_cache.empty()) {
       // The block's rows; those a ring no longer holds stay zero (restore skips them).
       const size_t bytes = position_bytes(ls.k_cache);
-      for (auto [cache, rows] : {std::pair{&ls.k_cache, &node->k_rows[l]}, std::pair{&ls.v_cache, &node->v_rows[l]}}) {
+      for (auto pair : {std::pair{&ls.k_cache, &node->k_rows[l]}, std::pair{&ls.v_cache, &node->v_rows[l]}}) {
+        const Tensor* cache = pair.first;  // named, not bound: clang 14 cannot capture a binding
+        std::vector<char>* rows = pair.second;
         rows->assign(static_cast<size_t>(block_) * bytes, 0);
         position_runs(*cache, n - block_, block_, [&](size_t row, size_t i, size_t count) {
           backend.read(*cache, rows->data() + i * bytes, count * bytes, row * bytes);

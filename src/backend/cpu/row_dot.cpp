@@ -117,10 +117,18 @@ struct Table {
   static_assert(W == 8 || W == 16);
   typename V<W>::f32 v[16 / W];
   typename V<W>::f32 pick(typename V<W>::i32 codes) const {
+#if defined(__clang__)  // no shuffle by a run-time mask: each lane reads the table (the same values)
+    float f[16];
+    std::memcpy(f, v, sizeof f);
+    typename V<W>::f32 w;
+    for (int i = 0; i < W; ++i) w[i] = f[codes[i]];
+    return w;
+#else
     if constexpr (W == 16)
       return __builtin_shuffle(v[0], codes);
     else
       return __builtin_shuffle(v[0], v[1], codes);
+#endif
   }
 };
 // dequantize_row's IQ4_NL / IQ4_XS table, d · book[k] ...
