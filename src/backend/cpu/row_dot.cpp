@@ -450,7 +450,8 @@ bool dot_tokens(DType t, const void* row, const float* x, int64_t x_stride, int6
 // SmolLM2-135M Q4_1 on two threads, the AVX2 version on an AVX-512 VM, replied at
 // 62-72 tokens/s against 34-36 with rows written out by dequantize_row and a
 // sixteen-float lane_dot (session 32's code). With four (SSE2, NEON) rows are still
-// written out (not measured); the sums are the same either way.
+// written out: the decoders at four floats replied at 25-28 tokens/s against 39-42
+// (an SSE2-only GCC build, PERFORMANCE.md session 37); the sums are the same either way.
 template <int W>
 constexpr bool kDecoders = W >= 8;
 
