@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): builds with warnings as errors (and the
 # CUDA backend when nvcc is present) and runs every CPU test; then builds again
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests again.
-# GPU tests skip cleanly where there is no GPU.
+# under AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests again, and
+# checks that clang still compiles the sources (check_clang.sh). GPU tests skip
+# cleanly where there is no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -11,6 +12,7 @@ scripts/fetch_gemma3.sh
 
 BUILD_DIR=build-test scripts/build.sh -DZINC_WERROR=ON
 (cd build-test && ctest --output-on-failure -j2)
+scripts/check_clang.sh
 
 # The sanitizer pass skips CUDA (nvcc's host code is not built with the sanitizers).
 BUILD_DIR=build-asan scripts/build.sh -DZINC_WERROR=ON -DZINC_SANITIZE=ON -DZINC_CUDA=OFF \
