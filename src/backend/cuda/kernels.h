@@ -16,8 +16,7 @@
 namespace zinc::cuda {
 
 // y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 5
-// (weight-bandwidth bound), but from 2 tokens matmul_few takes the weights it can
-// (below); matmul_tiled for larger n (tensor cores): from 6 tokens (6 sequences
+// (weight-bandwidth bound), but matmul_few takes the weights it can (below); matmul_tiled for larger n (tensor cores): from 6 tokens (6 sequences
 // decoding) the tensor-core kernels beat the matvec (PERFORMANCE.md, sessions 17 and
 // 22). The MoE and shared-expert decode kernels take up to 8 tokens.
 inline constexpr int64_t kMatvecMaxTokens = 5;
@@ -26,18 +25,23 @@ void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for n <= kMatvecMaxTokens, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
-// y[i] = x · w[i]ᵀ for kFewMinTokens to kFewMaxTokens tokens (several sequences
+// y[i] = x · w[i]ᵀ for kFewMinTokens to kFewMaxTokens tokens (one sequence or several
 // decoding) on the tensor cores, each weight byte read once (matmul_few.cu): Q8_0,
 // Q4_K, Q5_K and Q6_K rows of whole 256-element chunks (up to 4096 elements), on
-// Hopper. xb: x in the pipelined tiles' f16 pairs (to_f16_pairs). matmul_batched sends
-// it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
+// Hopper; at one token Q8_0 only, in groups of kFewOneTokenMinRows rows or more
+// (smaller groups are faster on the matvec). xb: x in the pipelined tiles' f16 pairs
+// (to_f16_pairs) for 2 tokens or more; one token reads x, and up to kFewMaxF32Weights
+// F32 weights of the same x (f32, f32_y) ride along in the first launch. matmul_batched
+// sends it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
 // several-token matvec and the pipelined tiles (PERFORMANCE.md, session 34). Past 8
 // tokens it multiplies each staged tile by two mma n-tiles (session 35).
 inline constexpr int64_t kFewMaxTokens = 16;
-inline constexpr int64_t kFewMinTokens = 2;  // one token: the matvec
+inline constexpr int64_t kFewMinTokens = 1;
+inline constexpr int64_t kFewOneTokenMinRows = 2048;
+inline constexpr int kFewMaxF32Weights = 4;
 bool matmul_few_takes(const Tensor& w, int64_t n);
-void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t n, std::span<const Tensor> y,
-                cudaStream_t s);
+void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const float* x, const __half* xb, int64_t in,
+                int64_t n, std::span<const Tensor> y, std::span<const Tensor> f32_y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for more tokens: from kDenseGemmMinTokens tokens, the weights DenseGemm
 // takes go through it (dense_gemm.h); below, Q8_0 / Q4_K / Q5_K weights of one type in
 // one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.
@@ -48,8 +52,9 @@ size_t matmul_batched_scratch_bytes(std::span<const Tensor> w, const Tensor& x);
 void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, void* scratch,
                     const DenseGemm& dense, cudaStream_t s);
 // Whether matmul_batched, not matvec_many, takes these weights for n tokens: above
-// kMatvecMaxTokens, and from kFewMinTokens when matmul_few takes one of them (the
-// rest then still go through matvec_many).
+// kMatvecMaxTokens, and from kFewMinTokens when matmul_few takes one of them (at one
+// token: kFewOneTokenMinRows of their rows; the rest then still go through
+// matvec_many).
 bool matmul_batched_takes(std::span<const Tensor> w, int64_t n);
 // out {d, n} = rows ids[i] of table {d, vocab}, dequantized.
 void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream_t s);

@@ -11,11 +11,21 @@
 // of one chunk holds both n-tiles' token fragments; one of two chunks runs the staged
 // rows once per n-tile. One tile a team and no loop: a block's whole share is in flight
 // at once, and the next blocks of the SM take over as it leaves.
+//
+// One token (a lone sequence decoding) reads x in f32 (few::load_token_f32), and F32
+// weights read with the same x (GDN gates, routers) ride along in blocks of their own,
+// so a projection stays one launch, as the matvec's was. On an H200 the GDN input
+// projection went from 12.1 to 10.7 us a layer, the output projections from 5.1 to
+// 4.3, and the step 3.7% faster at d0, 1.8% at d32768 (PERFORMANCE.md, session 38).
+// At one token it takes Q8_0 rows only, and only in groups of kFewOneTokenMinRows or
+// more (matmul_batched_takes): the Q6_K LM head (the step 2% slower) and the router's
+// group of 1024 rows (0.6 us slower) stay on the matvec.
 #include <algorithm>
 #include <vector>
 
 #include "backend/cuda/few_tile.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/matvec.cuh"
 
 namespace zinc::cuda {
 namespace {
@@ -24,6 +34,7 @@ using few::kTileRows;
 using few::kTileTokens;
 using few::kWarps;
 constexpr int kMaxWeights = 8;
+constexpr int kF32Rows = 4;  // F32 rows a block (its warps split each row's groups)
 
 struct FewWeight {
   const uint8_t* w;  // {in, out}
@@ -32,24 +43,90 @@ struct FewWeight {
   int out;
   int tile0;  // this weight's first 16-row tile in the launch
 };
+struct FewF32 {
+  const float* w;  // {in, out}
+  float* y;        // {out}
+  int out;
+  int block0;  // this weight's first block in the launch
+};
 struct FewParams {
   FewWeight w[kMaxWeights];
-  int count, in, n;
-  int team;   // warps per tile: in / (C · kChunk)
-  int tiles;  // of all weights
-  const __half* xb;  // x as the pipelined tiles' f16 token rows (to_f16_pairs)
+  FewF32 f32[kFewMaxF32Weights];
+  int count, f32_count, in, n;
+  int team;          // warps per tile: in / (C · kChunk)
+  int tiles;         // of all weights
+  int f32_blocks;    // blocks [0, f32_blocks) take the F32 weights' rows (one token)
+  const __half* xb;  // x as the pipelined tiles' f16 token rows (to_f16_pairs), or null for one token:
+  const float* x;    // x {in, n} in f32
 };
 
+// kF32Rows rows of an F32 weight for one token: warp w takes the groups w, w + kWarps,
+// .. of 256 elements of each row, its first group's weights loaded before the wait
+// (they do not depend on the previous kernel); the warps' sums are added in warp order.
+__device__ __forceinline__ void f32_rows(const FewParams& p) {
+  __shared__ float part[kWarps][kF32Rows];
+  int wi = 0;
+  while (wi + 1 < p.f32_count && p.f32[wi + 1].block0 <= static_cast<int>(blockIdx.x)) ++wi;
+  const FewF32& f = p.f32[wi];
+  const int r0 = (static_cast<int>(blockIdx.x) - f.block0) * kF32Rows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = p.in / few::kChunk;
+  float w[kF32Rows][8];
+  const auto load = [&](int g) {
+#pragma unroll
+    for (int r = 0; r < kF32Rows; ++r) {
+      if (r0 + r < f.out) {
+        load_floats8(f.w + static_cast<size_t>(r0 + r) * p.in + g * few::kChunk + lane * 8, w[r]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[r][i] = 0.0f;
+      }
+    }
+  };
+  if (warp < groups) load(warp);
+  pdl_begin();
+  float acc[kF32Rows] = {};
+  for (int g = warp; g < groups; g += kWarps) {
+    if (g != warp) load(g);
+    float x[8];
+    load_floats8(p.x + g * few::kChunk + lane * 8, x);
+#pragma unroll
+    for (int r = 0; r < kF32Rows; ++r)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[r] += w[r][i] * x[i];
+  }
+#pragma unroll
+  for (int r = 0; r < kF32Rows; ++r) {
+    const float v = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = v;
+  }
+  __syncthreads();
+  const int r = threadIdx.x;
+  if (r < kF32Rows && r0 + r < f.out) {
+    float v = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) v += part[i][r];
+    f.y[r0 + r] = v;
+  }
+}
+
 // grid: ceil(tiles / (kWarps / team)) blocks of kWarps warps; C chunks a warp, NT
-// n-tiles of 8 tokens.
-template <DType T, int C, int NT>
+// n-tiles of 8 tokens. kOneToken: x is one token's f32 row, and the first f32_blocks
+// blocks take the F32 weights (a kernel of its own, so that the several-token ones stay
+// as they were).
+template <DType T, int C, int NT, bool kOneToken>
 __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     matmul_few_kernel(const __grid_constant__ FewParams p) {
+  static_assert(!kOneToken || NT == 1);
+  if constexpr (kOneToken) {
+    if (static_cast<int>(blockIdx.x) < p.f32_blocks) return f32_rows(p);
+  }
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint64_t bars[kWarps];
   __shared__ few::Partials<NT> partial;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int team = warp / p.team, member = warp % p.team, tile = blockIdx.x * (kWarps / p.team) + team;
+  const int team = warp / p.team, member = warp % p.team;
+  const int block = static_cast<int>(blockIdx.x) - (kOneToken ? p.f32_blocks : 0);
+  const int tile = block * (kWarps / p.team) + team;
   const bool active = team < kWarps / p.team && tile < p.tiles;  // whole teams
   int wi = 0;
   while (wi + 1 < p.count && p.w[wi + 1].tile0 <= tile) ++wi;
@@ -72,15 +149,20 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   float acc[NT][4] = {};
   if constexpr (C == 1) {  // every n-tile's tokens in registers: each A fragment decoded once
     uint4 b[NT][C][4][2];
+    if constexpr (kOneToken) {
+      few::load_token_f32<C>(b[0], p.x + k0);
+    } else {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) few::load_tokens<C>(b[nt], tokens(nt));
+      for (int nt = 0; nt < NT; ++nt) few::load_tokens<C>(b[nt], tokens(nt));
+    }
     few::wait_rows(&bars[warp]);
     few::product<T, C, NT>(slot, slice.shift, b, acc);
   } else {  // one n-tile at a time, the staged rows decoded again for the next
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       uint4 b[1][C][4][2];
-      few::load_tokens<C>(b[0], tokens(nt));
+      if constexpr (kOneToken) few::load_token_f32<C>(b[0], p.x + k0);
+      else few::load_tokens<C>(b[0], tokens(nt));
       if (nt == 0) few::wait_rows(&bars[warp]);
       float part[1][4] = {};
       few::product<T, C, 1>(slot, slice.shift, b, part);
@@ -99,30 +181,33 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     }
 }
 
-template <DType T, int C, int NT>
+template <DType T, int C, int NT, bool kOneToken = false>
 void launch_few(const FewParams& p, cudaStream_t s) {
   constexpr size_t smem = static_cast<size_t>(kWarps) * few::warp_bytes<T, C>();
-  allow_smem<matmul_few_kernel<T, C, NT>>(smem);
-  launch_pdl_smem(matmul_few_kernel<T, C, NT>, dim3(ceil_div(p.tiles, kWarps / p.team)), dim3(few::kThreads), smem,
-                  s, p);
+  constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken>;
+  allow_smem<kernel>(smem);
+  launch_pdl_smem(kernel, dim3(p.f32_blocks + ceil_div(p.tiles, kWarps / p.team)), dim3(few::kThreads), smem, s, p);
 }
 
 }  // namespace
 
 bool matmul_few_takes(const Tensor& w, int64_t n) {
+  if (n == 1 && w.type != DType::Q8_0) return false;
   return n >= kFewMinTokens && n <= kFewMaxTokens && few::rows_fit(w) && few::shape_for(w.ne[0]).team > 0 &&
          hopper_or_later();
 }
 
-void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t n, std::span<const Tensor> y,
-                cudaStream_t s) {
+void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const float* x, const __half* xb, int64_t in,
+                int64_t n, std::span<const Tensor> y, std::span<const Tensor> f32_y, cudaStream_t s) {
   const few::Shape shape = few::shape_for(in);
-  // One launch per weight type, up to kMaxWeights weights each, in the order given.
+  // One launch per weight type, up to kMaxWeights weights each, in the order given;
+  // the F32 weights (one token) in the first.
   std::vector<bool> done(w.size(), false);
+  bool first_launch = true;
   for (size_t first = 0; first < w.size(); ++first) {
     if (done[first]) continue;
     FewParams p{};
-    p.in = static_cast<int>(in), p.n = static_cast<int>(n), p.team = shape.team, p.xb = xb;
+    p.in = static_cast<int>(in), p.n = static_cast<int>(n), p.team = shape.team, p.x = x, p.xb = xb;
     for (size_t i = first; i < w.size() && p.count < kMaxWeights; ++i) {
       if (done[i] || w[i].type != w[first].type) continue;
       const int out = static_cast<int>(w[i].rows());
@@ -130,8 +215,17 @@ void matmul_few(std::span<const Tensor> w, const __half* xb, int64_t in, int64_t
       p.tiles += ceil_div(out, kTileRows);
       done[i] = true;
     }
+    for (size_t i = 0; first_launch && i < f32.size(); ++i) {
+      const int out = static_cast<int>(f32[i].rows());
+      p.f32[p.f32_count++] = {f32[i].as<const float>(), f32_y[i].as<float>(), out, p.f32_blocks};
+      p.f32_blocks += ceil_div(out, kF32Rows);
+    }
+    first_launch = false;
     dispatch_weight_type(w[first].type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
+      if constexpr (T == DType::Q8_0) {  // the only type matmul_few_takes at one token
+        if (n == 1) return shape.chunks_per_warp == 1 ? launch_few<T, 1, 1, true>(p, s) : launch_few<T, 2, 1, true>(p, s);
+      }
       if constexpr (few::kType<T>) {
         const bool two = n > kTileTokens;
         if (shape.chunks_per_warp == 1) two ? launch_few<T, 1, 2>(p, s) : launch_few<T, 1, 1>(p, s);

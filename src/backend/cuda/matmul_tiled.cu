@@ -5,8 +5,9 @@
 //
 // matmul_batched: for kFewMinTokens to kFewMaxTokens tokens the weights matmul_few
 // takes go there (matmul_few.cu), and up to kMatvecMaxTokens the others through
-// matvec_many. From kDenseGemmMinTokens tokens, quantized and F16 weights go
-// through DenseGemm (f16 expansion + cuBLAS). Between, one launch over one or more
+// matvec_many (at one token, up to kFewMaxF32Weights F32 weights ride along
+// matmul_few's launch instead). From kDenseGemmMinTokens tokens, quantized and F16
+// weights go through DenseGemm (f16 expansion + cuBLAS). Between, one launch over one or more
 // weights of the same input (Q8_0, Q4_K or Q5_K): x is rounded to f16 once, each block
 // takes 128 rows of one weight x 64 tokens through the pipelined tile product of
 // mma_pipe.cuh. At any length F32 weights
@@ -294,8 +295,9 @@ struct BatchedPlan {
   SplitSumParams many_sum{}, f32_sum{};
   int many_tiles = 0, many_bn = kManyTokens, f32_tiles = 0;
   DType type = DType::F32;
-  std::vector<size_t> few;    // weights for matmul_few
-  std::vector<size_t> matvec; // up to kMatvecMaxTokens tokens: the weights matmul_few does not take
+  std::vector<size_t> few;     // weights for matmul_few
+  std::vector<size_t> few_f32; // one token: F32 weights riding along matmul_few's first launch
+  std::vector<size_t> matvec;  // up to kMatvecMaxTokens tokens: the weights matmul_few does not take
   std::vector<size_t> dense;  // weights for DenseGemm
   std::vector<size_t> rest;   // weights for matmul_tiled
   size_t w16 = 0;             // scratch offset of DenseGemm's f16 weight
@@ -347,6 +349,15 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
       b.rest.push_back(i);
     }
   }
+  // At one token matmul_few's launch takes F32 weights beside its own.
+  if (!b.few.empty() && n == 1) {
+    std::vector<size_t> matvec;
+    for (size_t i : b.matvec) {
+      if (w[i].type == DType::F32 && b.few_f32.size() < kFewMaxF32Weights) b.few_f32.push_back(i);
+      else matvec.push_back(i);
+    }
+    b.matvec = std::move(matvec);
+  }
   // x in f16: pairs for the pipelined tiles or in order for DenseGemm, never both
   // (DenseGemm takes every weight the tiles would from kDenseGemmMinTokens tokens).
   b.bytes = (static_cast<size_t>(x.n_elements()) * 2 + 255) & ~size_t{255};
@@ -397,10 +408,13 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     ZINC_CUDA_LAUNCHED("matmul_f32");
     sum_splits(b.f32_sum, s);
   }
-  if (!b.few.empty() || b.many.count > 0)
-    to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
+  // matmul_few reads a lone token's x in f32.
+  const bool pairs = (!b.few.empty() && x.rows() > 1) || b.many.count > 0;
+  if (pairs) to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
   if (!b.few.empty())
-    matmul_few(picked(w, b.few), static_cast<const __half*>(scratch), x.ne[0], x.rows(), picked(y, b.few), s);
+    matmul_few(picked(w, b.few), picked(w, b.few_f32), x.as<const float>(),
+               x.rows() > 1 ? static_cast<const __half*>(scratch) : nullptr, x.ne[0], x.rows(), picked(y, b.few),
+               picked(y, b.few_f32), s);
   if (b.many.count > 0) {
     if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
     else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
@@ -415,6 +429,11 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
 bool matmul_batched_takes(std::span<const Tensor> w, int64_t n) {
   if (n > kMatvecMaxTokens) return true;
   if (n < kFewMinTokens) return false;
+  if (n == 1) {
+    int64_t rows = 0;
+    for (const Tensor& t : w) rows += matmul_few_takes(t, n) ? t.rows() : 0;
+    return rows >= kFewOneTokenMinRows;
+  }
   return std::any_of(w.begin(), w.end(), [&](const Tensor& t) { return matmul_few_takes(t, n); });
 }
 

@@ -156,20 +156,32 @@ class Checker {
 inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,    DType::BF16,  DType::Q8_0, DType::Q4_0, DType::Q4_1,
                               DType::Q5_0, DType::Q5_1,   DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K,
                               DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::IQ4_XS};
-inline constexpr int64_t kTokenCounts[] = {1, 2, 3, 5, 8, 33, 70};  // 1, 2 and 5: the matvec's kernels; 8: the experts' decode
+// 1, 2 and 5: the matvec's kernels (matmul_few's for Q8_0 rows, at one token in groups
+// of cuda::kFewOneTokenMinRows rows); 8: the experts' decode.
+inline constexpr int64_t kTokenCounts[] = {1, 2, 3, 5, 8, 33, 70};
 // The prefill attention kernel rounds the probabilities to f16 (Q keeps 22 bits as
 // two f16 parts; the caches are f16 already).
 constexpr double kAttentionF16Tol = 1e-3;
 
 // Batches of more than cuda::kMatvecMaxTokens tokens (kExpertDecodeMaxTokens for the
-// experts), and from 2 tokens the weights matmul_few takes, multiply non-F32 weights
-// on the tensor cores in f16 or bf16 (about 1e-3 relative error); F32 weights keep f32
-// accuracy there.
+// experts), and the weights matmul_few takes (Q8_0 ones from one token), multiply
+// non-F32 weights on the tensor cores in f16 or bf16 (about 1e-3 relative error);
+// F32 weights keep f32 accuracy there.
 constexpr double kTensorCoreTol = 1e-2;
-// The tensor cores' bar where they take the weight (w: the GPU's copy).
-inline double matmul_tol(const Tensor& w, int64_t n) {
-  const bool tensor_cores = w.type != DType::F32 && (n > cuda::kMatvecMaxTokens || cuda::matmul_few_takes(w, n));
+// The tensor cores' bar where they take weight i of those multiplied in one call
+// (the GPU's copies): at one token matmul_few takes a weight only in a large enough
+// group.
+inline double matmul_tol(std::span<const Tensor> launch, size_t i, int64_t n) {
+  const Tensor& w = launch[i];
+  const bool few = cuda::matmul_few_takes(w, n) && cuda::matmul_batched_takes(launch, n);
+  const bool tensor_cores = w.type != DType::F32 && (n > cuda::kMatvecMaxTokens || few);
   return tensor_cores ? kTensorCoreTol : 1e-4;
+}
+inline double matmul_tol(const Tensor& w, int64_t n) { return matmul_tol({&w, 1}, 0, n); }
+inline std::vector<Tensor> gpu_copies(const std::vector<Checker::Both>& ws) {
+  std::vector<Tensor> out;
+  for (const Checker::Both& w : ws) out.push_back(w.gpu);
+  return out;
 }
 inline double expert_tol(DType t, int64_t n) {
   return n > cuda::kExpertDecodeMaxTokens && t != DType::F32 ? kTensorCoreTol : 1e-4;
