@@ -1,4 +1,4 @@
-// y[i] = x · w[i]ᵀ for a few tokens (several sequences decoding) on the tensor cores,
+// y[i] = x · w[i]ᵀ for a few tokens (one sequence or several decoding) on the tensor cores,
 // each weight byte read once.
 //
 // The pipelined tiles (mma_pipe.cuh) are built for prefill: 128 rows a block, the
