@@ -16,9 +16,10 @@
 namespace zinc::cuda {
 
 // y {out, n} = x {in, n} · wᵀ, w {in, out} of any block type. matvec is for n <= 5
-// (weight-bandwidth bound), but matmul_few takes the weights it can (below); matmul_tiled for larger n (tensor cores): from 6 tokens (6 sequences
-// decoding) the tensor-core kernels beat the matvec (PERFORMANCE.md, sessions 17 and
-// 22). The MoE and shared-expert decode kernels take up to 8 tokens.
+// (weight-bandwidth bound), but matmul_few takes the weights it can (below);
+// matmul_tiled for larger n (tensor cores): from 6 tokens (6 sequences decoding) the
+// tensor-core kernels beat the matvec (PERFORMANCE.md, sessions 17 and 22). The MoE
+// and shared-expert decode kernels take up to 8 tokens.
 inline constexpr int64_t kMatvecMaxTokens = 5;
 inline constexpr int64_t kExpertDecodeMaxTokens = 8;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);

@@ -224,7 +224,8 @@ void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const fl
     dispatch_weight_type(w[first].type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
       if constexpr (T == DType::Q8_0) {  // the only type matmul_few_takes at one token
-        if (n == 1) return shape.chunks_per_warp == 1 ? launch_few<T, 1, 1, true>(p, s) : launch_few<T, 2, 1, true>(p, s);
+        if (n == 1)
+          return shape.chunks_per_warp == 1 ? launch_few<T, 1, 1, true>(p, s) : launch_few<T, 2, 1, true>(p, s);
       }
       if constexpr (few::kType<T>) {
         const bool two = n > kTileTokens;
