@@ -409,11 +409,12 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     sum_splits(b.f32_sum, s);
   }
   // matmul_few reads a lone token's x in f32.
-  const bool pairs = (!b.few.empty() && x.rows() > 1) || b.many.count > 0;
-  if (pairs) to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
+  const bool lone = x.rows() == 1;
+  if ((!b.few.empty() && !lone) || b.many.count > 0)
+    to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
   if (!b.few.empty())
     matmul_few(picked(w, b.few), picked(w, b.few_f32), x.as<const float>(),
-               x.rows() > 1 ? static_cast<const __half*>(scratch) : nullptr, x.ne[0], x.rows(), picked(y, b.few),
+               lone ? nullptr : static_cast<const __half*>(scratch), x.ne[0], x.rows(), picked(y, b.few),
                picked(y, b.few_f32), s);
   if (b.many.count > 0) {
     if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);

@@ -32,12 +32,13 @@ void check_fused_ops(Checker& c) {
       {DType::Q8_0, 203}, {DType::F32, 32}, {DType::Q4_K, 64}, {DType::F32, 1}, {DType::Q6_K, 40}, {DType::Q8_0, 9}};
   std::vector<Checker::Both> mw;
   for (auto [t, rows] : many) mw.push_back(c.weight(t, {in, rows}, 0.05f));
+  const std::vector<Tensor> mw_gpu = gpu_copies(mw);
   for (int64_t n : kTokenCounts) {
     const std::string sn = " n=" + std::to_string(n);
     const auto ys = c.matmul_many(mw, c.f32({in, n}, c.randn(in * n)));
     for (size_t i = 0; i < ys.size(); ++i)
       c.report("matmul_many (6 weights, 4 types) weight " + std::to_string(i) + sn, c.rel_err(ys[i]),
-               matmul_tol(gpu_copies(mw), i, n));
+               matmul_tol(mw_gpu, i, n));
 
     // add_rms_norm with the sum written over a (as the models call it), for rows
     // held in registers (256, and 2048 as the flagship's) and one read twice (1030).
@@ -246,13 +247,14 @@ void check_prefill_ops(Checker& c) {
   const std::pair<DType, int64_t> many[] = {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}};
   std::vector<Checker::Both> mw;
   for (auto [t, rows] : many) mw.push_back(c.weight(t, {2048, rows}, 0.03f));
+  const std::vector<Tensor> mw_gpu = gpu_copies(mw);
   for (int64_t n : {9, 63, 65, 1000}) {
     const auto ys = c.matmul_many(mw, c.f32({2048, n}, c.randn(2048 * n)));
     const std::string sn = " n=" + std::to_string(n);
     c.report("matmul_many router + shared gate/up, F32 weights" + sn, std::max(c.rel_err(ys[0]), c.rel_err(ys[3])),
-             matmul_tol(gpu_copies(mw), 0, n));
+             matmul_tol(mw_gpu, 0, n));
     c.report("matmul_many router + shared gate/up, Q8_0 weights" + sn, std::max(c.rel_err(ys[1]), c.rel_err(ys[2])),
-             matmul_tol(gpu_copies(mw), 1, n));
+             matmul_tol(mw_gpu, 1, n));
   }
 
   const int64_t E = 48, kk = 8, dm = 256, ffe = 256;
@@ -660,11 +662,12 @@ void check_ops(Checker& c) {
   for (const ManyCase& m : many_cases) {
     std::vector<Checker::Both> ws;
     for (auto [t, rows] : m.weights) ws.push_back(c.weight(t, {m.in, rows}, 0.03f));
+    const std::vector<Tensor> ws_gpu = gpu_copies(ws);
     for (int64_t n : {1, 2, 5}) {
       const auto ys = c.matmul_many(ws, c.f32({m.in, n}, c.randn(m.in * n)));
       for (size_t i = 0; i < ys.size(); ++i)
         c.report(std::string("matmul_many (") + m.name + ") weight " + std::to_string(i) + " n=" + std::to_string(n),
-                 c.rel_err(ys[i]), matmul_tol(gpu_copies(ws), i, n));
+                 c.rel_err(ys[i]), matmul_tol(ws_gpu, i, n));
     }
   }
 
