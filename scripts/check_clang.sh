@@ -13,7 +13,7 @@ if ! command -v clang++ >/dev/null; then
   exit 0
 fi
 db="${BUILD_DIR:-build-test}/compile_commands.json"
-[ -f "$db" ] || { echo "check_clang: $db not found (build first: scripts/build.sh)" >&2; exit 1; }
+[ -f "$db" ] || { echo "check_clang: $db not found (build first: BUILD_DIR=${db%/*} scripts/build.sh)" >&2; exit 1; }
 exec python3 - "$db" "$(nproc)" <<'EOF'
 import concurrent.futures, json, os, shlex, subprocess, sys
 
