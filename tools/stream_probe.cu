@@ -1,0 +1,138 @@
+// How fast the one-token LM head's access pattern can stream its weights when nothing
+// is computed (not part of the build; PERFORMANCE.md, session 42). The flagship's LM
+// head reads 248320 Q6_K rows of 1680 bytes (417 MB) in 169 us a step, 2.47 TB/s; fewer
+// instructions (session 40) and deeper rings (session 41) did not move it. Each form
+// here moves the same bytes into shared memory or registers and only touches them:
+//
+//   ring   the matvec's layout (matvec.cu, warp_stream.cuh): blocks of 8 warps, each warp
+//          a run of consecutive rows (or rows gw, gw + W, ... with "interleaved")
+//          through its own ring of `slots` bulk-copy slots of `rows` rows each;
+//   ldg    every thread 16-byte loads, 8 in flight, no shared memory.
+//
+//   nvcc -std=c++17 -arch=sm_90a -O3 -o /tmp/stream_probe tools/stream_probe.cu && /tmp/stream_probe
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kMaxSlots = 8;
+constexpr size_t kRowBytes = 1680;  // 2048 Q6_K weights
+constexpr int kRows = 248320;       // the flagship's vocabulary
+
+__device__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ void expect_copy(uint64_t* bar, void* dst, const void* src, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
+__device__ void wait_phase(uint64_t* bar, uint32_t parity) {
+  asm volatile("{ .reg .pred p; w: mbarrier.try_wait.parity.shared.b64 p, [%0], %1; @!p bra w; }" ::"r"(smem_u32(bar)),
+               "r"(parity)
+               : "memory");
+}
+
+// Units of `rows` consecutive rows; warp gw takes a run of them, or every W-th.
+__global__ void ring_stream(const uint8_t* w, int units, int rows, int slots, bool interleaved, unsigned* sink) {
+  extern __shared__ __align__(128) uint8_t sm[];
+  __shared__ uint64_t bars[kWarps][kMaxSlots];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int W = gridDim.x * kWarps, gw = blockIdx.x * kWarps + warp;
+  const uint32_t unit_bytes = static_cast<uint32_t>(rows * kRowBytes);
+  uint8_t* ring = sm + static_cast<size_t>(warp) * slots * unit_bytes;
+  const int begin = static_cast<int>(static_cast<int64_t>(units) * gw / W);
+  const int count = interleaved ? (units - gw + W - 1) / W : static_cast<int>(static_cast<int64_t>(units) * (gw + 1) / W) - begin;
+  const auto unit = [&](int i) { return w + static_cast<size_t>(interleaved ? gw + i * W : begin + i) * unit_bytes; };
+  if (lane == 0) {
+    for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(smem_u32(&bars[warp][s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < slots && i < count; ++i) expect_copy(&bars[warp][i], ring + i * unit_bytes, unit(i), unit_bytes);
+  }
+  __syncwarp();
+  unsigned acc = 0;
+  for (int i = 0; i < count; ++i) {
+    const int s = i % slots;
+    wait_phase(&bars[warp][s], (i / slots) & 1);
+    acc += reinterpret_cast<const unsigned*>(ring + s * unit_bytes)[lane];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (lane == 0 && i + slots < count) expect_copy(&bars[warp][s], ring + s * unit_bytes, unit(i + slots), unit_bytes);
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;  // keeps the loads
+}
+
+__global__ void ldg_stream(const uint4* w, size_t n16, unsigned* sink) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  unsigned acc = 0;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += 8 * stride) {
+    uint4 v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = i + k * stride < n16 ? __ldcs(w + i + k * stride) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) acc += v[k].x ^ v[k].w;
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+bool ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  return e == cudaSuccess;
+}
+
+template <class Launch>
+void time_it(const char* name, size_t bytes, Launch launch) {
+  cudaEvent_t a, z;
+  cudaEventCreate(&a), cudaEventCreate(&z);
+  for (int i = 0; i < 3; ++i) launch();
+  constexpr int kPasses = 20;
+  cudaEventRecord(a);
+  for (int i = 0; i < kPasses; ++i) launch();
+  cudaEventRecord(z);
+  cudaEventSynchronize(z);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, z);
+  const double us = ms * 1e3 / kPasses;
+  if (ok(cudaGetLastError(), name)) std::printf("%-52s %7.1f us a pass, %.2f TB/s\n", name, us, bytes / us / 1e6);
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  if (!ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties")) return 1;
+  const int sms = prop.multiProcessorCount;
+  std::printf("%s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+  const size_t bytes = kRowBytes * kRows;
+  uint8_t* w = nullptr;
+  unsigned* sink = nullptr;
+  if (!ok(cudaMalloc(&w, bytes), "cudaMalloc") || !ok(cudaMalloc(&sink, 1 << 16), "cudaMalloc")) return 1;
+  cudaMemset(w, 1, bytes);
+  cudaFuncSetAttribute(ring_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024);
+
+  struct Ring {
+    int per_sm, slots, rows;
+    bool interleaved;
+  };
+  for (const Ring& r : {Ring{2, 4, 1, false}, Ring{2, 8, 1, false}, Ring{2, 4, 2, false}, Ring{1, 4, 4, false},
+                        Ring{4, 4, 1, false}, Ring{4, 2, 2, false}, Ring{2, 4, 1, true}, Ring{1, 8, 2, false}}) {
+    const size_t smem = static_cast<size_t>(kWarps) * r.slots * r.rows * kRowBytes;
+    char name[96];
+    std::snprintf(name, sizeof name, "ring %d/SM, %d slots of %d row(s)%s (%zu KB)", r.per_sm, r.slots, r.rows,
+                  r.interleaved ? ", interleaved" : "", smem / 1024);
+    time_it(name, bytes, [&] {
+      ring_stream<<<sms * r.per_sm, 32 * kWarps, smem>>>(w, kRows / r.rows, r.rows, r.slots, r.interleaved, sink);
+    });
+  }
+  for (int per_sm : {2, 4, 8}) {
+    char name[96];
+    std::snprintf(name, sizeof name, "ldg %d x 256 threads/SM, 8 x 16 B in flight", per_sm);
+    time_it(name, bytes, [&] { ldg_stream<<<sms * per_sm, 256>>>(reinterpret_cast<const uint4*>(w), bytes / 16, sink); });
+  }
+  return ok(cudaDeviceSynchronize(), "run") ? 0 : 1;
+}
