@@ -9,39 +9,37 @@
 //          through its own ring of `slots` bulk-copy slots of `rows` rows each;
 //   ldg    every thread 16-byte loads, 8 in flight, no shared memory.
 //
-//   nvcc -std=c++17 -arch=sm_90a -O3 -o /tmp/stream_probe tools/stream_probe.cu && /tmp/stream_probe
+//   nvcc -std=c++20 -arch=sm_90a -O3 -I src -o /tmp/stream_probe tools/stream_probe.cu && /tmp/stream_probe
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 
+#include "backend/cuda/warp_stream.cuh"
+
 namespace {
+
+namespace zc = zinc::cuda;
 
 constexpr int kWarps = 8;
 constexpr int kMaxSlots = 8;
 constexpr size_t kRowBytes = 1680;  // 2048 Q6_K weights
 constexpr int kRows = 248320;       // the flagship's vocabulary
 
-__device__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
+// Bulk copies and their mbarriers as the engine issues them (warp_stream.cuh, which
+// defines them for the device pass of sm_90 and later only).
 __device__ void expect_copy(uint64_t* bar, void* dst, const void* src, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-
-__device__ void wait_phase(uint64_t* bar, uint32_t parity) {
-  asm volatile("{ .reg .pred p; w: mbarrier.try_wait.parity.shared.b64 p, [%0], %1; @!p bra w; }" ::"r"(smem_u32(bar)),
-               "r"(parity)
-               : "memory");
+#if __CUDA_ARCH__ >= 900
+  zc::mbarrier_expect(bar, bytes);
+  zc::bulk_copy(dst, src, bytes, bar);
+#endif
 }
 
 // Units of `rows` consecutive rows; warp gw takes a run of them, or every W-th.
 __global__ void ring_stream(const uint8_t* w, int units, int rows, int slots, bool interleaved, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t sm[];
   __shared__ uint64_t bars[kWarps][kMaxSlots];
+#if __CUDA_ARCH__ >= 900
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int W = gridDim.x * kWarps, gw = blockIdx.x * kWarps + warp;
   const uint32_t unit_bytes = static_cast<uint32_t>(rows * kRowBytes);
@@ -50,21 +48,21 @@ __global__ void ring_stream(const uint8_t* w, int units, int rows, int slots, bo
   const int count = interleaved ? (units - gw + W - 1) / W : static_cast<int>(static_cast<int64_t>(units) * (gw + 1) / W) - begin;
   const auto unit = [&](int i) { return w + static_cast<size_t>(interleaved ? gw + i * W : begin + i) * unit_bytes; };
   if (lane == 0) {
-    for (int s = 0; s < slots; ++s) asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(smem_u32(&bars[warp][s])));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < slots; ++s) zc::mbarrier_init(&bars[warp][s]);
     for (int i = 0; i < slots && i < count; ++i) expect_copy(&bars[warp][i], ring + i * unit_bytes, unit(i), unit_bytes);
   }
   __syncwarp();
   unsigned acc = 0;
   for (int i = 0; i < count; ++i) {
     const int s = i % slots;
-    wait_phase(&bars[warp][s], (i / slots) & 1);
+    zc::mbarrier_wait(&bars[warp][s], (i / slots) & 1);
     acc += reinterpret_cast<const unsigned*>(ring + s * unit_bytes)[lane];
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncwarp();
     if (lane == 0 && i + slots < count) expect_copy(&bars[warp][s], ring + s * unit_bytes, unit(i + slots), unit_bytes);
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;  // keeps the loads
+#endif
 }
 
 __global__ void ldg_stream(const uint4* w, size_t n16, unsigned* sink) {
