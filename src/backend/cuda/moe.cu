@@ -224,10 +224,9 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_kernel(const __grid_c
   }
   float* sums = reinterpret_cast<float*>(xs + p.k * act_chunks);  // [expert][row]
   float* xsum = sums + p.k * p.rows;                              // [expert][ff / 32]
-  if constexpr (kHasRunScales<T>) {
-    __syncthreads();
-    stage_run_sums(xs, p.k, p.ff / 32, xsum);
-  }
+  // Also orders thread 0's mbarrier_init before any thread's wait on it (bulk).
+  __syncthreads();
+  if constexpr (kHasRunScales<T>) stage_run_sums(xs, p.k, p.ff / 32, xsum);
   const auto row_at = [&](int i, const uint8_t*& row, const float4*& xr, const float*& xsr) {
     const int j = i / nr;
     row = sm + j * p.span_slot + mis[j] + (i - j * nr) * p.row_bytes;
@@ -299,10 +298,9 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __g
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) xs[swizzled_chunk(c)] = __ldcg(act + c);
   float* sums = reinterpret_cast<float*>(xs + chunks);
   float* xsum = sums + p.rows;
-  if constexpr (kHasRunScales<T>) {
-    __syncthreads();
-    stage_run_sums(xs, 1, p.ff / 32, xsum);
-  }
+  // Also orders thread 0's mbarrier_init before any thread's wait on it (bulk).
+  __syncthreads();
+  if constexpr (kHasRunScales<T>) stage_run_sums(xs, 1, p.ff / 32, xsum);
   wait_spans(bulk, &bar, false);
   __syncthreads();
   rows_dot_staged<T, 1>(

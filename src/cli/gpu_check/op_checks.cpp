@@ -119,12 +119,15 @@ void check_fused_ops(Checker& c) {
 
     // moe_block with a gated shared expert (and renormalised weights), an ungated one
     // (plain softmax weights) and none; small, and the benchmark file's layer shape
-    // and types with 32 experts (decode only: batches run the ops one by one).
+    // and types with 32 experts (decode only: batches run the ops one by one). The
+    // IQ4_XS down rows (no run sums) are bulk-copyable, and only half of down's warps
+    // stage an act row of 512: the rest go straight to the copy's mbarrier.
     struct MoeShape {
       int64_t E, k, d, ff;
       DType gate_up, down, shared;
     };
     for (const MoeShape& m : {MoeShape{16, 4, 256, 256, DType::Q6_K, DType::Q4_K, DType::IQ4_XS},
+                              MoeShape{16, 4, 256, 512, DType::Q8_0, DType::IQ4_XS, DType::Q8_0},
                               MoeShape{32, 8, 2048, 512, DType::Q4_K, DType::Q5_K, DType::Q8_0},
                               MoeShape{32, 8, 1024, 256, DType::Q5_K, DType::Q6_K, DType::Q6_K}}) {
       if (m.d > 256 && n > cuda::kExpertDecodeMaxTokens) continue;
