@@ -2,6 +2,7 @@
 // same x in one launch (matvec_many), and embed (rows of a table dequantized), all
 // instantiated for every weight type.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -122,6 +123,7 @@ enum class Lanes {
   kGroups,   // a lane the 8 elements 8·lane .. of a group, as floats (lane_weights)
   kRuns16,   // Q4_K / Q5_K: 16 elements of one run, codes as 1 + c/128
   kMarked8,  // Q6_K: as kGroups, codes as 1 + c/128
+  kQ6Int8,   // Q6_K, one token, rows of one chunk: x as two int8 terms, DP4A on the 6-bit codes
 };
 template <DType T>
 constexpr Lanes lanes_of() {
@@ -200,6 +202,108 @@ struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
 #pragma unroll
       for (int b = 0; b < 8; ++b) sum += marked_code(b < 4 ? q.x : q.y, b % 4) * this->x[i][b];
       acc[k][0] += dl * (128.0f * sum - (128.0f + Dequant<T>::kCodeOffset) * xsum[i]);
+    }
+  }
+};
+
+// Q6_K, one token, x as two int8 terms (matvec_q6k_int8_kernel): each lane's 8
+// elements of a group lie in one block of 32 whose dx = max |x| / 127 gives
+// x ≈ dx · (hi + lo / 254), within 1/64516 of the block's largest element, so with the
+// 6-bit codes c read as int8 Σ (c - 32)·x = dx / 254 · (254 Σ c·hi + Σ c·lo - 32 Σ (254 hi + lo)):
+// four DP4A. Every per-lane constant (the code bytes' places and shifts, -32 Σ, dx / 254)
+// is taken once when x is loaded (behind an opaque move, so that the compiler keeps it
+// rather than recomputing it each step), the code bytes are read with the group's
+// alignment mod 8 known (two wide loads and two funnel shifts at 2 mod 8), and a code
+// word is two shifts and two LOP3: the step for 8 weights of two rows is 446
+// instructions in SASS against kMarked8's 759 (PERFORMANCE.md, sessions 42 and 43).
+template <int kMod8>  // 8 bytes at p, p ≡ kMod8 (mod 8), from aligned words
+__device__ __forceinline__ uint2 load8_mod8(const uint8_t* p) {
+  if constexpr (kMod8 == 0) {
+    return *reinterpret_cast<const uint2*>(p);
+  } else if constexpr (kMod8 == 4) {
+    const auto* w = reinterpret_cast<const uint32_t*>(p);
+    return make_uint2(w[0], w[1]);
+  } else if constexpr (kMod8 == 2) {
+    const uint2 a = *reinterpret_cast<const uint2*>(p - 2);
+    const uint32_t b = *reinterpret_cast<const uint32_t*>(p + 6);
+    return make_uint2(__funnelshift_r(a.x, a.y, 16), __funnelshift_r(a.y, b, 16));
+  } else {
+    static_assert(kMod8 == 6);
+    const uint32_t a = *reinterpret_cast<const uint32_t*>(p - 2);
+    const uint2 b = *reinterpret_cast<const uint2*>(p + 2);
+    return make_uint2(__funnelshift_r(a, b.x, 16), __funnelshift_r(b.x, b.y, 16));
+  }
+}
+template <DType T>
+struct LaneActs<T, 1, Lanes::kQ6Int8> {
+  static_assert(T == DType::Q6_K);
+  static constexpr int kSteps = kStageGroups;
+  int hi[kSteps][2], lo[kSteps][2];  // the two terms, 4 elements a word
+  int seed[kSteps];                  // -32 Σ (254 hi + lo)
+  float xscale[kSteps];              // dx / 254
+  int ql_at, qh_at, scale_at;        // the lane's bytes in a block
+  uint32_t ql_shift, qh_rot;         // its nibble and its 2-bit field, moved to bits 0-3 / 4-5
+  // Launched only for rows of exactly kStageGroups groups (launch_matvec): every step lives.
+  __device__ static constexpr bool live(int, int, int) { return true; }
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int /*elems*/, int lane) {
+    const int e = lane * 8, half = e / 128, k = (e % 128) / 32, l = e % 32;
+    const auto opaque = [](int v) {
+      int r;
+      asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+      return r;
+    };
+    ql_at = opaque(64 * half + l + 32 * (k & 1)), qh_at = opaque(128 + 32 * half + l), scale_at = opaque(192 + e / 16);
+    ql_shift = opaque(k >= 2 ? 4 : 0), qh_rot = opaque((2 * k - 4) & 31);
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      float v[8];
+      load_floats8(x0 + (c * kSteps + i) * 256 + e, v);
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      int h[8], o[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float t = v[j] * inv, r = rintf(t);
+        h[j] = static_cast<int>(r);
+        o[j] = __float2int_rn((t - r) * 254.0f);  // t - r in [-0.5, 0.5], exactly
+        sum += 254 * h[j] + o[j];
+      }
+      const auto pack = [](const int* b) {
+        return static_cast<int>(__byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410));
+      };
+      hi[i][0] = pack(h), hi[i][1] = pack(h + 4), lo[i][0] = pack(o), lo[i][1] = pack(o + 4);
+      seed[i] = -32 * sum;
+      xscale[i] = amax / (127.0f * 254.0f);
+    }
+  }
+  template <int K>
+  __device__ void dots(const uint8_t* const (&s)[K], int i, int /*lane*/, float (&acc)[2][1]) const {
+    constexpr int kBytes = Dequant<T>::kBlockBytes;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const uint8_t* b = s[k] + i * kBytes;  // i is a constant of the unrolled loop
+      const auto codes = [&]<int M>(std::integral_constant<int, M>) {
+        const uint2 ql = load8_mod8<M>(b + ql_at), qh = load8_mod8<M>(b + qh_at);
+        const uint32_t h0 = __funnelshift_r(qh.x, qh.x, qh_rot) & 0x30303030u;
+        const uint32_t h1 = __funnelshift_r(qh.y, qh.y, qh_rot) & 0x30303030u;
+        return make_uint2(((ql.x >> ql_shift) & 0x0F0F0F0Fu) | h0, ((ql.y >> ql_shift) & 0x0F0F0F0Fu) | h1);
+      };
+      uint2 m;
+      switch ((i * kBytes) % 8) {  // folded: i is a constant
+        case 0: m = codes(std::integral_constant<int, 0>{}); break;
+        case 2: m = codes(std::integral_constant<int, 2>{}); break;
+        case 4: m = codes(std::integral_constant<int, 4>{}); break;
+        default: m = codes(std::integral_constant<int, 6>{}); break;
+      }
+      const int mx = static_cast<int>(m.x), my = static_cast<int>(m.y);
+      const int H = __dp4a(my, hi[i][1], __dp4a(mx, hi[i][0], 0));
+      const int L = __dp4a(my, lo[i][1], __dp4a(mx, lo[i][0], seed[i]));
+      const float dl = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[scale_at]));
+      acc[k][0] += static_cast<float>(254 * H + L) * (dl * xscale[i]);
     }
   }
 };
@@ -308,7 +412,7 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
 // rows two at a time (two independent dot products per lane and token), with two more
 // rows in flight. A row that does not start on a 16-byte boundary (stageable) is
 // copied from the boundary below it (WarpStream::issue_unaligned).
-template <DType T, int N>
+template <DType T, int N, bool kInt8 = false>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
   constexpr int kSlot = stage_bytes<T>(), kChunkElems = kStageGroups * 256;
   static_assert(kStages == 4, "two rows in use and two in flight");
@@ -333,7 +437,7 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   issue(1);
   pdl_begin();
 
-  using Acts = LaneActs<T, N>;
+  using Acts = std::conditional_t<kInt8, LaneActs<T, 1, Lanes::kQ6Int8>, LaneActs<T, N>>;
   Acts xa;
   xa.load(p.x, p.in, p.n, c, elems, lane);
   for (int r = 0; r < rows; r += 2) {
@@ -481,6 +585,15 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
   }
 }
 
+// Q6_K at one token, every row staged and one chunk long (the flagship's LM head: 2048):
+// kQ6Int8 lanes. On an H200 the LM head took 119 us against the float lanes' 168
+// (PERFORMANCE.md, session 43).
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
+    matvec_q6k_int8_kernel(const __grid_constant__ MatvecParams p) {
+  extern __shared__ uint4 stage[];
+  staged_rows_regs<DType::Q6_K, 1, true>(p, stage);
+}
+
 // N: the token count it is compiled for, n <= N (launch_for_tokens).
 template <DType T, int N>
 __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(const __grid_constant__ MatvecParams p) {
@@ -503,16 +616,15 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(co
 }
 
 // Staged blocks: as many as fit on the GPU beside the direct ones, at most one team per row.
-template <DType T, int N>
-void launch_matvec(MatvecParams& p, cudaStream_t s) {
+template <DType T, int N, auto Kernel>
+void launch_matvec_kernel(MatvecParams& p, cudaStream_t s) {
   size_t smem = 0;
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
       smem = stage_smem_bytes(p.slot_bytes);
       // Counted at the padded size: the same for either.
-      static const int resident =
-          resident_blocks<matvec_kernel<T, N>>(32 * kWarps, stage_smem_bytes(slot_bytes_for<T>(true)));
+      static const int resident = resident_blocks<Kernel>(32 * kWarps, stage_smem_bytes(slot_bytes_for<T>(true)));
       // A warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;
@@ -523,7 +635,15 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
       p.teams = staged_blocks * (kWarps / p.team);
     }
   }
-  launch_pdl_smem(matvec_kernel<T, N>, p.direct_blocks + staged_blocks, 32 * kWarps, smem, s, p);
+  launch_pdl_smem(Kernel, p.direct_blocks + staged_blocks, 32 * kWarps, smem, s, p);
+}
+
+template <DType T, int N>
+void launch_matvec(MatvecParams& p, cudaStream_t s) {
+  if constexpr (T == DType::Q6_K && N == 1)
+    if (p.direct_blocks == 0 && p.staged_rows > 0 && p.in == kStageGroups * 256)
+      return launch_matvec_kernel<T, N, matvec_q6k_int8_kernel>(p, s);
+  launch_matvec_kernel<T, N, matvec_kernel<T, N>>(p, s);
 }
 
 // Kernels for 1, 2 and kMaxDotTokens tokens. One compiled for more tokens than it is
