@@ -5,6 +5,7 @@
 #pragma once
 #ifdef ZINC_WITH_CUDA
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -117,6 +118,11 @@ class Checker {
     std::vector<float> v(bits.size());
     for (size_t i = 0; i < bits.size(); ++i) v[i] = half_bits_to_float(bits[i]);
     return v;
+  }
+  // How many of b's GPU values are finite.
+  double finite_on_gpu(const Both& b) {
+    const auto got = fetch_float(*gpu_, b.gpu);
+    return static_cast<double>(std::count_if(got.begin(), got.end(), [](float v) { return std::isfinite(v); }));
   }
   // max |gpu - cpu| / max |cpu|, NaN if any GPU value is not finite.
   double rel_err(const Both& b) {
