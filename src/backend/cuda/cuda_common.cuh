@@ -187,11 +187,20 @@ __device__ __forceinline__ int2 rope_dims(bool neox, int j, int half) {
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
-// Two floats as an f16 pair (first in the low half), clamped to f16's range so that
-// an outlier saturates instead of becoming infinite.
-__device__ __forceinline__ uint32_t pack_f16_clamped(float first, float second) {
+// x clamped to f16's range, a NaN kept (fminf / fmaxf would turn it into -65504):
+// max.NaN / min.NaN, one FMNMX each as before.
+__device__ __forceinline__ float clamp_to_f16_range(float x) {
   constexpr float kMax = 65504.0f;
-  const __half2 v = __floats2half2_rn(fminf(fmaxf(first, -kMax), kMax), fminf(fmaxf(second, -kMax), kMax));
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(-kMax));
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(r), "f"(kMax));
+  return r;
+}
+
+// Two floats as an f16 pair (first in the low half), clamped to f16's range so that
+// an outlier saturates instead of becoming infinite; a NaN stays NaN.
+__device__ __forceinline__ uint32_t pack_f16_clamped(float first, float second) {
+  const __half2 v = __floats2half2_rn(clamp_to_f16_range(first), clamp_to_f16_range(second));
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/gpu_check/checker.h"
@@ -646,17 +647,23 @@ void check_ops(Checker& c) {
       }
     }
   }
-  // A NaN in x shows in every output at one token, whatever form x takes inside the
-  // kernel (the Q6_K rows of 2048 take it as int8 terms with a scale per block of 32).
-  for (DType t : kWeightTypes) {
-    auto w = c.weight(t, {2048, 67}, 0.03f);
-    auto xv = c.randn(2048);
-    xv[1000] = NAN;
-    auto x = c.f32({2048, 1}, xv);
-    auto y = c.out({67, 1});
-    c.gpu().matmul(w.gpu, x.gpu, y.gpu);
-    c.report("matmul " + tname(t) + " in=2048 out=67 n=1, a NaN in x: finite outputs", c.finite_on_gpu(y), 0);
-  }
+  // A NaN in each token's x shows in every output, whatever form x takes inside the
+  // kernel: the one-token matvec (Q6_K's rows of 2048 take x as int8 terms with a scale
+  // per block of 32), matmul_few at one token (2048 rows: x as f16, clamped to its
+  // range) and the tiles of a batch.
+  const std::tuple<int64_t, int64_t> nan_shapes[] = {{67, 1}, {2048, 1}, {300, 64}};  // out, n
+  for (DType t : kWeightTypes)
+    for (auto [out, n] : nan_shapes) {
+      auto w = c.weight(t, {2048, out}, 0.03f);
+      auto xv = c.randn(2048 * n);
+      for (int64_t i = 0; i < n; ++i) xv[i * 2048 + 1000] = NAN;
+      auto x = c.f32({2048, n}, xv);
+      auto y = c.out({out, n});
+      c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+      c.report("matmul " + tname(t) + " in=2048 out=" + std::to_string(out) + " n=" + std::to_string(n) +
+                   ", a NaN in x: finite outputs",
+               c.finite_on_gpu(y), 0);
+    }
   // Several weights of such rows in one launch: Gemma 3 270M's q, k, v, and gpt-oss-20b's
   // (Q8_0 rows of 2880) with an F32 weight (its router) beside them; the flagship's GDN
   // input projection (at one token its F32 weights ride along matmul_few's launch), its
