@@ -35,11 +35,7 @@ __device__ __forceinline__ Q16Words q16_pack4(float4 v, float inv) {
 // the bits, so a NaN or infinity in the run makes s NaN or infinite and the dot
 // products show it.
 __device__ __forceinline__ Q16Words q16_quantize4(float4 v, float& scale) {
-  uint32_t m = max(max(__float_as_uint(v.x) & 0x7fffffffu, __float_as_uint(v.y) & 0x7fffffffu),
-                   max(__float_as_uint(v.z) & 0x7fffffffu, __float_as_uint(v.w) & 0x7fffffffu));
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-  const float amax = __uint_as_float(m);
+  const float amax = lanes_abs_max<8>(max(max(abs_bits(v.x), abs_bits(v.y)), max(abs_bits(v.z), abs_bits(v.w))));
   scale = amax / kQ16Max;
   return q16_pack4(v, amax > 0.0f ? kQ16Max / amax : 0.0f);
 }

@@ -187,6 +187,20 @@ __device__ __forceinline__ int2 rope_dims(bool neox, int j, int half) {
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
+// |x| as bits: as unsigned integers they order like |x|, infinity above every finite
+// value and a NaN above infinity, so a max taken on them keeps a NaN (fmaxf passes
+// over one) and a quantization scale made from it shows the NaN or infinity.
+__device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+// The max of m (abs_bits) over each aligned group of kLanes lanes, as a float; every
+// lane of the warp takes part.
+template <int kLanes>
+__device__ __forceinline__ float lanes_abs_max(uint32_t m) {
+#pragma unroll
+  for (int o = 1; o < kLanes; o <<= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  return __uint_as_float(m);
+}
+
 // x clamped to f16's range, a NaN kept (fminf / fmaxf would turn it into -65504):
 // max.NaN / min.NaN, one FMNMX each as before.
 __device__ __forceinline__ float clamp_to_f16_range(float x) {

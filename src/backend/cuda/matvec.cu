@@ -258,14 +258,11 @@ struct LaneActs<T, 1, Lanes::kQ6Int8> {
     for (int i = 0; i < kSteps; ++i) {
       float v[8];
       load_floats8(x0 + (c * kSteps + i) * 256 + e, v);
-      // The block's max |x| on the bits (fmaxf would pass over a NaN): a NaN or
-      // infinity in the block makes dx NaN or infinite, and the dot products show it.
+      // The block's max |x| on the bits: a NaN or infinity in x shows in the dot products.
       uint32_t m = 0;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) m = max(m, __float_as_uint(v[j]) & 0x7fffffffu);
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      const float amax = __uint_as_float(m);
+      for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j]));
+      const float amax = lanes_abs_max<4>(m);
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       int h[8], o[8], sum = 0;
 #pragma unroll
