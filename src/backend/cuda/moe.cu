@@ -50,9 +50,10 @@ struct GateUpParams {
 };
 
 // grid (ff / rows, k, n). On integers (kQ16Chunks) at most 64 registers: four blocks
-// per SM, as the float path has.
+// per SM. The float path states no minimum: a minimum of 1 let ptxas take 79-124
+// registers (Q8_0 95, two blocks an SM; PERFORMANCE.md session 44: +3.6% on Q8_0).
 template <DType T>
-__global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 1)
+__global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 0)
     moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
   extern __shared__ uint4 smem[];
   // Bulk copies: [gate, up] of each row when a warp takes a row (row_wise), else of all rows.
@@ -256,19 +257,24 @@ struct DownPartParams : DownParams {
   ExpertParts parts;  // {d, k, n} sums, {k, n} weights
 };
 
+// Lets shared_expert_add launch at once (it reads g and u before its wait: safe, as the
+// top of the file says), and at 48 registers (five blocks an SM) leaves it room beside
+// four down_part blocks, so its blocks wait resident rather than launch when down_part
+// ends (PERFORMANCE.md session 44: +0.9% at one token; the cap alone cost 1%).
 template <DType T>
-__global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __grid_constant__ DownPartParams p) {
+__global__ void __launch_bounds__(kExpertThreads, 5) moe_down_part_kernel(const __grid_constant__ DownPartParams p) {
   extern __shared__ uint4 smem[];
   __shared__ int32_t ids[kMaxRouted];
   __shared__ float weights[kMaxRouted];
   __shared__ uint64_t bar;
+  pdl_launch_dependents();
   const int t = blockIdx.z, j = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.d - r0);
   const int pair = t * p.k + j;
   if (p.route.logits) {
     if (threadIdx.x < 32)
       route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, p.k, p.route.renormalize, ids, weights);
   } else {
-    pdl_begin();
+    pdl_wait();
     if (threadIdx.x == 0) ids[j] = p.route.ids[pair], weights[j] = p.route.weights[pair];
   }
   __syncthreads();
@@ -291,7 +297,7 @@ __global__ void __launch_bounds__(kExpertThreads) moe_down_part_kernel(const __g
     rows = stage_span(sm, src, bytes);
     cp_async_commit();
   }
-  if (p.route.logits) pdl_begin();
+  if (p.route.logits) pdl_wait();
   const int chunks = p.ff / 4;
   auto* xs = reinterpret_cast<float4*>(sm + p.span_slot);
   const auto* act = reinterpret_cast<const float4*>(p.act + static_cast<int64_t>(pair) * p.ff);
