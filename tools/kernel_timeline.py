@@ -8,8 +8,14 @@ ended earlier). A step's charges add up to its time, the gap before its first
 kernel included (charged to that kernel and also reported on its own).
 
   kernel_timeline.py trace.txt [--layer-kernels]
+  kernel_timeline.py trace.txt --edges moe_gate_up,down_part,shared_expert_add [--after 1]
 
 Steps are the replays of the most frequent CUDA graph (zinc bench's decode step).
+
+--edges finds every run of consecutive kernels whose names contain those words in that
+order (and the --after kernels that follow) and prints each one's first start and last
+end relative to the run's first kernel's start, averaged over every run of every step:
+where a chain of kernels waits on one another, which the charges alone do not show.
 """
 import argparse
 import collections
@@ -102,13 +108,42 @@ def charge_steps(steps):
     return Timeline(k, [r[3] for r in steps[0]], [c / k for c in charge], [o / k for o in own], total / k, gap / k)
 
 
+def edges(steps, words, after=0):
+    """[(name, mean start, mean end)] relative to each run's first start, and the run count."""
+    width = len(words) + after
+    sums, runs, names = [[0.0, 0.0] for _ in range(width)], 0, None
+    for s in steps:
+        for i in range(len(s) - width + 1):
+            if all(w in s[i + j][3] for j, w in enumerate(words)):
+                t0 = s[i][0]
+                for j in range(width):
+                    sums[j][0] += s[i + j][0] - t0
+                    sums[j][1] += s[i + j][1] - t0
+                names = names or [r[3] for r in s[i:i + width]]
+                runs += 1
+    if not runs:
+        return [], 0
+    return [(names[j], sums[j][0] / runs, sums[j][1] / runs) for j in range(width)], runs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--layer-kernels", action="store_true",
                     help="also list the kernels around the second gdn_core and attention_split")
+    ap.add_argument("--edges", metavar="WORD,WORD,...",
+                    help="start and end of each kernel of every such run, relative to the run's start")
+    ap.add_argument("--after", type=int, default=0, help="with --edges: kernels after the run to include")
     a = ap.parse_args()
     recs = read_trace(a.trace)
+    if a.edges:
+        rows, runs = edges(split_steps(recs), a.edges.split(","), a.after)
+        if not runs:
+            raise SystemExit(f"no run of {a.edges} in the steps")
+        for name, start, end in rows:
+            print(f"{name[:60]:60} start {start / 1000:7.2f} end {end / 1000:7.2f} us")
+        print(f"({runs} runs)")
+        return
     t = charge_steps(split_steps(recs))
     print(f"{t.steps} steps of {len(t.names)} kernels: {t.step_ns / 1000:.1f} us per step "
           f"(gap before the first kernel {t.gap_ns / 1000:.1f} us)")

@@ -15,6 +15,14 @@ say little: ptxas schedules, fuses and rematerialises.
 --with keeps the blocks that also hold that opcode (LDS: the staged rows' steps, not
 the direct rows' that read global memory).
 
+  sass_blocks.py new.sass 'moe_gate_up_kernel' --same old.sass [--rename ', false>=>']
+
+--same says, for each matching kernel, whether another build compiled it to the same
+instructions (predicates and operands included, addresses aside): a change meant to
+leave a kernel alone (a knob's other instance, a refactor) is checked before it is
+measured. --rename rewrites this listing's names (a regular expression, re.sub) before
+they are looked up in the other, for a kernel that gained a template parameter.
+
 cuobjdump comes with the CUDA toolkit, or from PyPI (`pip download --no-deps
 nvidia-cuda-cuobjdump`, a wheel to unzip). Kernel names are demangled with c++filt
 where it is on PATH, and matched as a regular expression (re.search).
@@ -45,6 +53,49 @@ def read_functions(text):
         if m and name is not None:
             funcs[name].append((int(m.group(1), 16), m.group(3), m.group(4).strip()))
     return funcs
+
+
+_TEXT = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+([^;]*);")
+
+
+def read_code(text):
+    """{mangled name: [instruction text without its address]}: what --same compares."""
+    funcs, name = {}, None
+    for line in text.splitlines():
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            name = m.group(1)
+            funcs[name] = []
+            continue
+        m = _TEXT.match(line)
+        if m and name is not None:
+            funcs[name].append(" ".join(m.group(1).split()))
+    return funcs
+
+
+def same_code(path, other, pattern, rename=()):
+    """Lines saying, for each kernel of `path` matching `pattern`, whether `other` holds
+    the same instructions under the same readable name (after each (regex, repl) of rename)."""
+    mine, theirs = (read_code(open(p).read()) for p in (path, other))
+    names, their_names = demangle(mine), demangle(theirs)
+    by_name = {their_names[m]: code for m, code in theirs.items()}
+    lines = []
+    for mangled, code in mine.items():
+        name = names[mangled]
+        if not re.search(pattern, name):
+            continue
+        key = name
+        for old, new in rename:
+            key = re.sub(old, new, key)
+        base_code = by_name.get(key)
+        if base_code is None:
+            verdict = "not in the other listing"
+        elif base_code == code:
+            verdict = "same instructions"
+        else:
+            verdict = f"differs ({len(base_code)} instructions there)"
+        lines.append(f"{name}: {len(code)} instructions, {verdict}")
+    return lines
 
 
 def base(opcode):
@@ -114,7 +165,15 @@ def main(argv=None):
                     help="only blocks that also hold this opcode (repeatable)")
     ap.add_argument("--most", type=int, default=8, help="blocks shown per kernel (default 8)")
     ap.add_argument("--compare", metavar="SASS", help="another build's cuobjdump -sass output, shown first")
+    ap.add_argument("--same", metavar="SASS", help="say which kernels another build compiled identically")
+    ap.add_argument("--rename", action="append", default=[], metavar="FROM=TO",
+                    help="with --same: re.sub on this listing's names before the lookup (repeatable)")
     args = ap.parse_args(argv)
+    if args.same:
+        rename = [r.split("=", 1) for r in args.rename]
+        lines = same_code(args.sass, args.same, args.kernel, rename)
+        print("\n".join(lines) if lines else f"no kernel matches {args.kernel!r}")
+        return 0
     for path in ([args.compare] if args.compare else []) + [args.sass]:
         lines = report(path, args.kernel, args.by, args.most, args.with_ops)
         print(f"== {path}")

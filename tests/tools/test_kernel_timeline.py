@@ -54,6 +54,27 @@ class KernelTimeline(unittest.TestCase):
             os.unlink(path)
         self.assertEqual([[r[3] for r in s] for s in steps], [["a", "b"]] * 6)
 
+    def test_edges_average_each_run_from_its_first_start(self):
+        # Per step two runs of a -> b -> c and one kernel after: run 1 at t, run 2 at t + 100.
+        lines = []
+        for k in range(8):
+            t = 1000 * k
+            for r, (d, e) in enumerate([(2, 12), (4, 16)]):
+                u = t + 100 * r
+                lines += [(u, u + 10, 10 + 4 * r, "moe_gate_up_kernel"), (u + d, u + e, 11 + 4 * r, "down_part"),
+                          (u + 9, u + 20, 12 + 4 * r, "shared_expert_add"), (u + 18, u + 30, 13 + 4 * r, "row_norm")]
+        path = write_trace(lines)
+        try:
+            steps = kernel_timeline.split_steps(kernel_timeline.read_trace(path))
+        finally:
+            os.unlink(path)
+        rows, runs = kernel_timeline.edges(steps, ["gate_up", "down_part", "shared_expert_add"], after=1)
+        self.assertEqual(runs, 2 * len(steps))
+        self.assertEqual([name for name, _, _ in rows],
+                         ["moe_gate_up_kernel", "down_part", "shared_expert_add", "row_norm"])
+        self.assertEqual([(s, e) for _, s, e in rows], [(0, 10), (3, 14), (9, 20), (18, 30)])
+        self.assertEqual(kernel_timeline.edges(steps, ["down_part", "gate_up"]), ([], 0))
+
 
 if __name__ == "__main__":
     unittest.main()

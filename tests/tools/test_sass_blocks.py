@@ -69,6 +69,30 @@ class SassBlocks(unittest.TestCase):
         self.assertIn("block 0x00070:    5 instructions, FFMA   3 | FFMA 3 PRMT 1 BRA 1", lines[1])
         self.assertEqual(len(lines), 4)  # the kernel, then its three blocks holding an FFMA
 
+    def test_same_code_compares_instructions_but_not_addresses(self):
+        # The other build: step at other addresses (same code), other with a predicate changed, and
+        # a kernel this listing lacks; this listing's step2 is step renamed.
+        other = LISTING.replace("/*00", "/*10").replace("FADD R1, R2, R3", "@P0 FADD R1, R2, R3")
+        step = LISTING[LISTING.index("Function : _Z4stepv"):LISTING.index("Function : _Z5otherv")]
+        mine = LISTING + "\t\t" + step.replace("_Z4stepv", "_Z5step2v")
+        paths = []
+        for text in (mine, other):
+            f = tempfile.NamedTemporaryFile("w", suffix=".sass", delete=False)
+            f.write(text)
+            f.close()
+            paths.append(f.name)
+        try:
+            plain = sass_blocks.same_code(paths[0], paths[1], r"")
+            renamed = sass_blocks.same_code(paths[0], paths[1], r"step2", [("step2", "step")])
+        finally:
+            for p in paths:
+                os.unlink(p)
+        names = sass_blocks.demangle(["_Z4stepv", "_Z5otherv", "_Z5step2v"])
+        self.assertEqual(plain, [f"{names['_Z4stepv']}: 13 instructions, same instructions",
+                                 f"{names['_Z5otherv']}: 2 instructions, differs (2 instructions there)",
+                                 f"{names['_Z5step2v']}: 13 instructions, not in the other listing"])
+        self.assertEqual(renamed, [f"{names['_Z5step2v']}: 13 instructions, same instructions"])
+
 
 if __name__ == "__main__":
     unittest.main()
