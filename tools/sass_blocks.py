@@ -40,8 +40,8 @@ _ENDS = ("BRA", "BRX", "JMP", "JMX", "CALL", "BREAK", "RET", "EXIT")  # end a bl
 _TARGETED = _ENDS + ("BSSY",)  # name an address a block starts at (BSSY: where a branch reconverges)
 
 
-def read_functions(text):
-    """{mangled name: [(address, opcode, operands)]} in program order."""
+def _functions(text, parse):
+    """{mangled name: [parse(line) of each instruction line]} in program order."""
     funcs, name = {}, None
     for line in text.splitlines():
         m = re.match(r"\s*Function : (\S+)", line)
@@ -49,10 +49,18 @@ def read_functions(text):
             name = m.group(1)
             funcs[name] = []
             continue
-        m = _INSTR.match(line)
-        if m and name is not None:
-            funcs[name].append((int(m.group(1), 16), m.group(3), m.group(4).strip()))
+        item = parse(line)
+        if item is not None and name is not None:
+            funcs[name].append(item)
     return funcs
+
+
+def read_functions(text):
+    """{mangled name: [(address, opcode, operands)]} in program order."""
+    def parse(line):
+        m = _INSTR.match(line)
+        return (int(m.group(1), 16), m.group(3), m.group(4).strip()) if m else None
+    return _functions(text, parse)
 
 
 _TEXT = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+([^;]*);")
@@ -60,23 +68,20 @@ _TEXT = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+([^;]*);")
 
 def read_code(text):
     """{mangled name: [instruction text without its address]}: what --same compares."""
-    funcs, name = {}, None
-    for line in text.splitlines():
-        m = re.match(r"\s*Function : (\S+)", line)
-        if m:
-            name = m.group(1)
-            funcs[name] = []
-            continue
+    def parse(line):
         m = _TEXT.match(line)
-        if m and name is not None:
-            funcs[name].append(" ".join(m.group(1).split()))
-    return funcs
+        return " ".join(m.group(1).split()) if m else None
+    return _functions(text, parse)
 
 
 def same_code(path, other, pattern, rename=()):
     """Lines saying, for each kernel of `path` matching `pattern`, whether `other` holds
     the same instructions under the same readable name (after each (regex, repl) of rename)."""
-    mine, theirs = (read_code(open(p).read()) for p in (path, other))
+    listings = []
+    for p in (path, other):
+        with open(p) as f:
+            listings.append(read_code(f.read()))
+    mine, theirs = listings
     names, their_names = demangle(mine), demangle(theirs)
     by_name = {their_names[m]: code for m, code in theirs.items()}
     lines = []
