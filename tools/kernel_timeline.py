@@ -16,6 +16,14 @@ Steps are the replays of the most frequent CUDA graph (zinc bench's decode step)
 order (and the --after kernels that follow) and prints each one's first start and last
 end relative to the run's first kernel's start, averaged over every run of every step:
 where a chain of kernels waits on one another, which the charges alone do not show.
+
+  kernel_timeline.py trace.txt --occupancy [--sms 132]
+
+--occupancy lists each kernel of the step with its launch (from traces that record it):
+blocks, threads, registers, shared memory, how many of its blocks fit on an SM and
+what limits that (Hopper: 64K registers allocated 256 a warp, 2048 threads, 32 blocks,
+the SM's configured shared memory with 1 KB reserved a block; clusters not modelled), and
+its waves.
 """
 import argparse
 import collections
@@ -41,15 +49,58 @@ def demangle(names):
     return dict(zip(names, out))
 
 
+_FIELD = re.compile(r" (\w+)=(\S+)$")
+
+
 def read_trace(path):
-    """Records (start, end, graph node, name), by start; mangled names demangled where c++filt is."""
+    """Records (start, end, graph node, name, launch), by start; mangled names demangled
+    where c++filt is; launch is {field: value} of the key=value fields after the name
+    (empty for copies and older traces)."""
     recs = []
     with open(path) as f:
         for line in f:
-            s, e, node, name = line.rstrip("\n").split(" ", 3)
-            recs.append((int(s), int(e), int(node), name))
+            s, e, node, rest = line.rstrip("\n").split(" ", 3)
+            launch = {}
+            while (m := _FIELD.search(rest)):  # key=value fields after the name
+                launch[m.group(1)] = m.group(2)
+                rest = rest[:m.start()]
+            recs.append((int(s), int(e), int(node), rest, launch))
     plain = demangle(sorted({r[3] for r in recs if r[3].startswith("_Z")}))
-    return sorted((s, e, node, short(plain.get(name, name))) for s, e, node, name in recs)
+    recs = [(s, e, node, short(plain.get(name, name)), launch) for s, e, node, name, launch in recs]
+    return sorted(recs, key=lambda r: r[:4])
+
+
+@dataclass
+class Occupancy:
+    blocks: int  # in the grid
+    threads: int  # a block
+    regs: int  # a thread
+    smem: int  # bytes a block
+    per_sm: int  # blocks an SM holds
+    limit: str  # what sets per_sm
+    waves: float  # blocks / (per_sm · SMs)
+
+
+def occupancy(launch, sms=132):
+    """How a launch's blocks fit on a Hopper SM; None without launch fields."""
+    if "grid" not in launch:
+        return None
+    blocks = 1
+    for v in launch["grid"].split(","):
+        blocks *= int(v)
+    threads = 1
+    for v in launch["block"].split(","):
+        threads *= int(v)
+    regs, smem = int(launch["regs"]), int(launch["smem"])
+    carve = int(launch.get("carve", 0)) or 228 * 1024
+    warps = -(-threads // 32)
+    warp_regs = -(-regs * 32 // 256) * 256  # registers are allocated 256 at a time a warp
+    limits = {"blocks": 32, "threads": 2048 // threads,
+              "registers": 65536 // (warp_regs * warps) if regs else 32,
+              "shared memory": carve // (-(-smem // 128) * 128 + 1024) if smem else 32}
+    limit = min(limits, key=lambda k: (limits[k], k != "blocks"))
+    per_sm = limits[limit]
+    return Occupancy(blocks, threads, regs, smem, per_sm, limit, blocks / (per_sm * sms) if per_sm else float("inf"))
 
 
 def split_steps(recs, warmup=2):
@@ -134,8 +185,24 @@ def main():
     ap.add_argument("--edges", metavar="WORD,WORD,...",
                     help="start and end of each kernel of every such run, relative to the run's start")
     ap.add_argument("--after", type=int, default=0, help="with --edges: kernels after the run to include")
+    ap.add_argument("--occupancy", action="store_true", help="each kernel's launch, blocks an SM and waves")
+    ap.add_argument("--sms", type=int, default=132, help="with --occupancy: the GPU's SMs (default 132: H100 / H200)")
     a = ap.parse_args()
     recs = read_trace(a.trace)
+    if a.occupancy:
+        seen = collections.OrderedDict()  # (name, launch) -> launches a step
+        for r in split_steps(recs)[0]:
+            key = (r[3], tuple(sorted(r[4].items())))
+            seen[key] = seen.get(key, 0) + 1
+        print(f"{'kernel':60} {'count':>5} {'blocks':>6} {'threads':>7} {'regs':>4} {'smem':>7} {'an SM':>5} "
+              f"{'limit':13} {'waves':>5}")
+        for (name, launch), count in seen.items():
+            o = occupancy(dict(launch), a.sms)
+            if o is None:
+                raise SystemExit("the trace has no launch fields (a kernel_trace.cpp from before session 44)")
+            print(f"{name[:60]:60} {count:5d} {o.blocks:6d} {o.threads:7d} {o.regs:4d} {o.smem:7d} {o.per_sm:5d} "
+                  f"{o.limit:13} {o.waves:5.2f}")
+        return
     if a.edges:
         rows, runs = edges(split_steps(recs), a.edges.split(","), a.after)
         if not runs:

@@ -8,8 +8,10 @@
 //   CUDA_INJECTION64_PATH=build/libzinc_kernel_trace.so KERNEL_TRACE_OUT=t.txt build/zinc bench -m F -p 0 -n 128
 //   tools/kernel_timeline.py t.txt --layer-kernels
 //
-// Each line of the output: start end graph_node_id name (nanoseconds, GPU clock); a
-// copy's name is memcpy:<kind>:<bytes>.
+// Each line of the output: start end graph_node_id name (nanoseconds, GPU clock), then for
+// a kernel its launch: grid=X,Y,Z block=X,Y,Z regs=<per thread> smem=<static + dynamic
+// bytes a block> carve=<shared memory an SM was configured with> cluster=<blocks>
+// (kernel_timeline.py --occupancy). A copy's name is memcpy:<kind>:<bytes>.
 #include <cupti.h>
 
 #include <cstdio>
@@ -39,8 +41,12 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      std::fprintf(out, "%llu %llu %llu %s\n", static_cast<unsigned long long>(k->start),
-                   static_cast<unsigned long long>(k->end), static_cast<unsigned long long>(k->graphNodeId), k->name);
+      std::fprintf(out, "%llu %llu %llu %s grid=%d,%d,%d block=%d,%d,%d regs=%u smem=%d carve=%u cluster=%u\n",
+                   static_cast<unsigned long long>(k->start), static_cast<unsigned long long>(k->end),
+                   static_cast<unsigned long long>(k->graphNodeId), k->name, k->gridX, k->gridY, k->gridZ, k->blockX,
+                   k->blockY, k->blockZ, static_cast<unsigned>(k->registersPerThread),
+                   k->staticSharedMemory + k->dynamicSharedMemory, k->sharedMemoryExecuted,
+                   k->clusterX * k->clusterY * k->clusterZ);
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       std::fprintf(out, "%llu %llu %llu memcpy:%s:%llu\n", static_cast<unsigned long long>(m->start),

@@ -75,6 +75,31 @@ class KernelTimeline(unittest.TestCase):
         self.assertEqual([(s, e) for _, s, e in rows], [(0, 10), (3, 14), (9, 20), (18, 30)])
         self.assertEqual(kernel_timeline.edges(steps, ["down_part", "gate_up"]), ([], 0))
 
+    def test_launch_fields_and_occupancy(self):
+        # gate_up's one-token launch: 512 blocks of 256 threads at 64 registers fill the registers at 4 an SM.
+        launch = "grid=64,8,1 block=256,1,1 regs=64 smem=30000 carve=233472 cluster=1"
+        path = write_trace([(0, 9, 5, f"_Z7gate_upv {launch}"), (2, 4, 0, "memcpy:HtoD:4")])
+        try:
+            recs = kernel_timeline.read_trace(path)
+        finally:
+            os.unlink(path)
+        self.assertEqual(recs[0][3], "gate_up")
+        self.assertEqual(recs[0][4]["grid"], "64,8,1")
+        self.assertEqual(recs[1][3:], ("memcpy:HtoD:4", {}))
+        o = kernel_timeline.occupancy(recs[0][4])
+        self.assertEqual((o.blocks, o.threads, o.per_sm, o.limit), (512, 256, 4, "registers"))
+        self.assertAlmostEqual(o.waves, 512 / (4 * 132))
+        # 48 registers: five blocks; 41 registers round up to 48 (256 a warp).
+        for regs in (48, 41):
+            o = kernel_timeline.occupancy({"grid": "64,8,1", "block": "256,1,1", "regs": str(regs), "smem": "12000"})
+            self.assertEqual((o.per_sm, o.limit), (5, "registers"))
+        # A 1024-thread norm is held to two by threads; 100 KB of shared memory to two by shared memory.
+        o = kernel_timeline.occupancy({"grid": "1,1,1", "block": "1024,1,1", "regs": "16", "smem": "0"})
+        self.assertEqual((o.per_sm, o.limit), (2, "threads"))
+        o = kernel_timeline.occupancy({"grid": "264,1,1", "block": "128,1,1", "regs": "32", "smem": "100000"})
+        self.assertEqual((o.per_sm, o.limit, o.waves), (2, "shared memory", 1.0))
+        self.assertIsNone(kernel_timeline.occupancy({}))
+
 
 if __name__ == "__main__":
     unittest.main()
