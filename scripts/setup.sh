@@ -7,5 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
 scripts/fetch_smollm2.sh
-./build/zinc run -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 64 \
+# Greedy, so the first answer is the model's most likely one on every run: at run's
+# default temperature (0.8, a fresh seed) this 135M model sometimes wanders off.
+./build/zinc run -m models/SmolLM2-135M-Instruct.Q4_1.gguf -n 64 --temp 0 \
   -p "${ZINC_PROMPT:-What is the capital of France? Answer in one sentence.}"
