@@ -27,6 +27,7 @@ its waves.
 """
 import argparse
 import collections
+import math
 import re
 import shutil
 import subprocess
@@ -85,12 +86,8 @@ def occupancy(launch, sms=132):
     """How a launch's blocks fit on a Hopper SM; None without launch fields."""
     if "grid" not in launch:
         return None
-    blocks = 1
-    for v in launch["grid"].split(","):
-        blocks *= int(v)
-    threads = 1
-    for v in launch["block"].split(","):
-        threads *= int(v)
+    blocks = math.prod(int(v) for v in launch["grid"].split(","))
+    threads = math.prod(int(v) for v in launch["block"].split(","))
     regs, smem = int(launch["regs"]), int(launch["smem"])
     carve = int(launch.get("carve", 0)) or 228 * 1024
     warps = -(-threads // 32)

@@ -10,7 +10,7 @@
 //
 // Each line of the output: start end graph_node_id name (nanoseconds, GPU clock), then for
 // a kernel its launch: grid=X,Y,Z block=X,Y,Z regs=<per thread> smem=<static + dynamic
-// bytes a block> carve=<shared memory an SM was configured with> cluster=<blocks>
+// bytes a block> carve=<shared memory an SM was configured with> cluster=<blocks, 0 or 1 without>
 // (kernel_timeline.py --occupancy). A copy's name is memcpy:<kind>:<bytes>.
 #include <cupti.h>
 
