@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
     ZINC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     replay_ = std::make_unique<cuda::GraphReplay>(opt.graphs && !opt.profile, stream_);
     dense_ = std::make_unique<cuda::DenseGemm>();  // after cudaSetDevice: its handle binds to the device
+    route_words_ = static_cast<unsigned long long*>(device_alloc(cuda::kMaxRouted * sizeof(unsigned long long)));
+    ZINC_CUDA_CHECK(cudaMemset(route_words_, 0xff, cuda::kMaxRouted * sizeof(unsigned long long)));
     for (auto& s : staging_) {
       ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
       ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
@@ -653,7 +655,8 @@ class CudaBackend final : public Backend {
     cuda::ExpertParts parts{};
     if (shared)
       parts = {static_cast<float*>(arena_.take(static_cast<size_t>(d * n * k) * sizeof(float))),
-               static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float)))};
+               static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float))),
+               n == 1 && k <= cuda::kMaxRouted ? route_words_ : nullptr};
     Key key = experts_key(Key(OpId::MoeBlock) << x << logits << int64_t{k} << int64_t{renormalize} << y, ex);
     if (shared) key << shared->g << shared->u << shared->down << shared->gate_logit;
     SharedExpert se;  // its gate logit goes as `gl`
@@ -667,8 +670,15 @@ class CudaBackend final : public Backend {
     }
     submit(key, [=](cudaStream_t s) {
       const bool with_shared = !se.down.empty();
-      cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, with_shared ? &parts : nullptr, ids, weights, s);
-      if (with_shared) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, &parts, k, s);
+      try {
+        cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, with_shared ? &parts : nullptr, ids, weights, s);
+        if (with_shared) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, &parts, k, s);
+      } catch (...) {
+        // gate_up may have published picks that no add will set back; the next layer's
+        // down_part would read them.
+        if (parts.route) cudaMemsetAsync(parts.route, 0xff, cuda::kMaxRouted * sizeof(unsigned long long), s);
+        throw;
+      }
     });
   }
 
@@ -815,6 +825,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   Staging staging_[2];
   std::vector<void*> allocations_;  // weights and persistent tensors
+  unsigned long long* route_words_ = nullptr;  // one token's published picks (ExpertParts::route)
   DeviceArena arena_;
   std::unique_ptr<cuda::DenseGemm> dense_;
 

@@ -4,10 +4,10 @@
 #pragma once
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels.h"  // kMaxRouted
 
 namespace zinc::cuda {
 
-constexpr int kMaxRouted = 32;  // experts chosen per token (one lane each)
 constexpr int kMaxRouterExperts = 512;
 
 // Router logits as unsigned keys in the same order (-0 counts as +0); 0 marks a

@@ -190,11 +190,16 @@ void moe_route(const float* logits, int64_t E, int64_t n, int k, bool renormaliz
 size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k);
 void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights, const Tensor& y,
              float* act, cudaStream_t s);
+inline constexpr int kMaxRouted = 32;  // experts chosen per token (one lane each in routing)
 // Each chosen expert's down output on its own, for an add that sums them
 // (shared_expert_add): sums {d, k, n} unweighted, weights {k, n}.
 struct ExpertParts {
   float* sums;
   float* weights;
+  // At one token routed from logits, kMaxRouted words, ~0 between layers: gate_up's
+  // block (0, k - 1) publishes each pick here, down_part's blocks read theirs instead
+  // of routing, shared_expert_add sets them back (moe.cu's top says why it is safe).
+  unsigned long long* route = nullptr;
 };
 // moe_route + moe_ffn for n <= kExpertDecodeMaxTokens. One token: two launches, the
 // expert kernels route from the logits {E, n} themselves. From kRouteOnceMinTokens a

@@ -18,6 +18,14 @@
 // it lets down start: when down starts, every kernel before gate_up has completed,
 // the router's matvec among them. shared_expert_add, after down, reads the shared
 // expert's g and u before its wait on the same grounds.
+//
+// With a shared expert (down_part), down's blocks do not route: gate_up's block
+// (0, k - 1) routes all k picks and publishes them as (id, weight) words, each
+// down_part block spins on its one word, and shared_expert_add sets the words back
+// to unpublished (PERFORMANCE.md session 45: +0.7%). The spin cannot hang: down
+// starts only once every gate_up block has passed its trigger, so the publishing
+// block is resident. It cannot read the layer before's picks: those were reset by
+// that layer's shared_expert_add, which completed before this gate_up's wait returned.
 #include "backend/cuda/expert_decode.cuh"
 #include "backend/cuda/expert_glu.cuh"
 #include "backend/cuda/expert_route.cuh"
@@ -47,12 +55,35 @@ struct GateUpParams {
   float* act;  // {ff, k, n}
   int d, ff, E, k, rows;  // rows: ff rows per block
   bool bulk;              // spans_bulk_copyable(): one bulk copy per span
+  unsigned long long* route_out = nullptr;  // ExpertParts::route (kPublish)
 };
+
+// A pick as one 64-bit word (weight bits, id), ~0 while unpublished. Its own function,
+// so gate_up's other blocks compile as they do without it (session 44: inlined, it
+// grew gate_up<Q4_K> from 3232 to 3920 instructions and cost 3%).
+__device__ __noinline__ void route_and_publish(const float* logits, int E, int k, bool renormalize, int32_t* ids,
+                                               unsigned long long* out) {
+  __shared__ float weights[kMaxRouted];
+  route_warp(logits, E, k, renormalize, ids, weights);
+  __syncwarp();
+  const int lane = threadIdx.x % 32;
+  if (lane < k) {
+    const unsigned long long v =
+        static_cast<unsigned long long>(__float_as_uint(weights[lane])) << 32 | static_cast<uint32_t>(ids[lane]);
+    asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(out + lane), "l"(v) : "memory");
+  }
+}
+__device__ __forceinline__ void read_pick(const unsigned long long* at, int32_t& id, float& w) {
+  unsigned long long v;
+  do asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(at) : "memory");
+  while (static_cast<uint32_t>(v) == 0xffffffffu);
+  id = static_cast<int32_t>(static_cast<uint32_t>(v)), w = __uint_as_float(static_cast<uint32_t>(v >> 32));
+}
 
 // grid (ff / rows, k, n). On integers (kQ16Chunks) at most 64 registers: four blocks
 // per SM. The float path states no minimum: a minimum of 1 let ptxas take 79-124
 // registers (Q8_0 95, two blocks an SM; PERFORMANCE.md session 44: +3.6% on Q8_0).
-template <DType T>
+template <DType T, bool kPublish = false>
 __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 0)
     moe_gate_up_kernel(const __grid_constant__ GateUpParams p) {
   extern __shared__ uint4 smem[];
@@ -72,8 +103,16 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 0)
   const auto first_byte = [&](int e) { return (static_cast<size_t>(e) * p.ff + r0) * p.row_bytes; };
   auto* xs = reinterpret_cast<float4*>(sm + 2 * p.span_slot);
   if (threadIdx.x < 32) {  // warp 0 finds the expert and (bulk) starts its copies
-    if (p.route.logits) route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
-    else if (threadIdx.x == 0) ids[slot] = p.route.ids[pair];
+    if constexpr (kPublish) {  // routed from logits
+      if (blockIdx.x == 0 && slot == p.k - 1)
+        route_and_publish(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, p.k, p.route.renormalize, ids,
+                          p.route_out + t * p.k);
+      else
+        route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
+    } else {
+      if (p.route.logits) route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
+      else if (threadIdx.x == 0) ids[slot] = p.route.ids[pair];
+    }
 #if __CUDA_ARCH__ >= 900
     __syncwarp();
     const int e = ids[slot];  // thread 0 wrote it
@@ -261,7 +300,7 @@ struct DownPartParams : DownParams {
 // top of the file says), and at 48 registers (five blocks an SM) leaves it room beside
 // four down_part blocks, so its blocks wait resident rather than launch when down_part
 // ends (PERFORMANCE.md session 44: +0.9% at one token; the cap alone cost 1%).
-template <DType T>
+template <DType T, bool kReadPick = false>
 __global__ void __launch_bounds__(kExpertThreads, 5) moe_down_part_kernel(const __grid_constant__ DownPartParams p) {
   extern __shared__ uint4 smem[];
   __shared__ int32_t ids[kMaxRouted];
@@ -270,7 +309,9 @@ __global__ void __launch_bounds__(kExpertThreads, 5) moe_down_part_kernel(const 
   pdl_launch_dependents();
   const int t = blockIdx.z, j = blockIdx.y, r0 = blockIdx.x * p.rows, nr = min(p.rows, p.d - r0);
   const int pair = t * p.k + j;
-  if (p.route.logits) {
+  if constexpr (kReadPick) {  // routed from logits, published by gate_up
+    if (threadIdx.x == 0) read_pick(p.parts.route + pair, ids[j], weights[j]);
+  } else if (p.route.logits) {
     if (threadIdx.x < 32)
       route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, p.k, p.route.renormalize, ids, weights);
   } else {
@@ -336,7 +377,8 @@ void fit_rows(Params& p, const Smem& smem) {
 }
 
 // moe.cu's gate_up kernel for x's tokens.
-void launch_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, float* act, cudaStream_t s) {
+void launch_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, float* act,
+                    unsigned long long* route_out, cudaStream_t s) {
   const Tensor &gate = ex.gate, &up = ex.up;
   const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(ex.down.ne[0]), E = static_cast<int>(gate.ne[2]);
   const int n = static_cast<int>(x.rows());
@@ -363,10 +405,15 @@ void launch_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routi
   const int gate_up_runs = has_run_scales(gate.type) ? d / 32 : 0;
   auto gate_up_smem = [&] { return 2 * g.span_slot + (d + 2 * g.rows + gate_up_runs) * sizeof(float); };
   fit_rows(g, gate_up_smem);
+  g.route_out = route_out;
   dispatch_weight_type(gate.type, [&](auto type) {
     constexpr DType T = decltype(type)::value;
-    allow_smem<moe_gate_up_kernel<T>>(kSmemBudget);
-    launch_pdl_smem(moe_gate_up_kernel<T>, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
+    const auto go = [&]<auto kKernel>() {
+      allow_smem<kKernel>(kSmemBudget);
+      launch_pdl_smem(kKernel, dim3(ceil_div(ff, g.rows), k, n), kExpertThreads, gate_up_smem(), s, g);
+    };
+    if (route_out) go.template operator()<moe_gate_up_kernel<T, true>>();
+    else go.template operator()<moe_gate_up_kernel<T>>();
   });
   ZINC_CUDA_LAUNCHED("moe_gate_up");
 }
@@ -382,7 +429,13 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
     throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
 
   // Large experts (gpt-oss's) are streamed (moe_stream.cu); these kernels take the rest.
-  if (!stream_gate_up(x, ex, k, route, act, s)) launch_gate_up(x, ex, k, route, act, s);
+  // gate_up publishes the picks for down_part (unread if down is streamed:
+  // shared_expert_add sets them back either way).
+  unsigned long long* route_out = nullptr;
+  if (!stream_gate_up(x, ex, k, route, act, s)) {
+    route_out = parts && route.logits ? parts->route : nullptr;
+    launch_gate_up(x, ex, k, route, act, route_out, s);
+  }
   if (stream_down(ex, k, n, route, act, y, parts, s)) return;
   // 4 output rows a block (launch_gate_up's comment has the sweep).
   DownParams dp{static_cast<const uint8_t*>(down.data),
@@ -410,8 +463,12 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
     fit_rows(pp, part_smem);
     dispatch_weight_type(down.type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
-      allow_smem<moe_down_part_kernel<T>>(kSmemBudget);
-      launch_pdl_smem(moe_down_part_kernel<T>, dim3(ceil_div(d, pp.rows), k, n), kExpertThreads, part_smem(), s, pp);
+      const auto go = [&]<auto kKernel>() {
+        allow_smem<kKernel>(kSmemBudget);
+        launch_pdl_smem(kKernel, dim3(ceil_div(d, pp.rows), k, n), kExpertThreads, part_smem(), s, pp);
+      };
+      if (route_out) go.template operator()<moe_down_part_kernel<T, true>>();
+      else go.template operator()<moe_down_part_kernel<T>>();
     });
     ZINC_CUDA_LAUNCHED("moe_down_part");
     return;

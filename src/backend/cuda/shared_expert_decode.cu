@@ -61,6 +61,8 @@ __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const
       sums);
   __syncthreads();
   if (p.inputs_settled) pdl_begin();
+  // Every down_part block has read its pick (moe.cu).
+  if (p.parts.route && blockIdx.x == 0 && threadIdx.x < p.n * p.k) p.parts.route[threadIdx.x] = ~0ull;
   for (int i = threadIdx.x; i < nr * p.n; i += blockDim.x) {
     const int t = i / nr, r = i % nr;
     const float gate = p.logit ? sigmoid(p.logit[t]) : 1.0f;
@@ -87,7 +89,7 @@ void shared_expert_add(const Tensor& g, const Tensor& u, const Tensor& down, con
                  u.as<const float>(),
                  gate_logit,
                  y.as<float>(),
-                 parts ? *parts : ExpertParts{nullptr, nullptr},
+                 parts ? *parts : ExpertParts{nullptr, nullptr, nullptr},
                  static_cast<int>(down.ne[0]),
                  static_cast<int>(down.rows()),
                  static_cast<int>(g.rows()),
