@@ -56,8 +56,8 @@ class CudaBackend final : public Backend {
     ZINC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     replay_ = std::make_unique<cuda::GraphReplay>(opt.graphs && !opt.profile, stream_);
     dense_ = std::make_unique<cuda::DenseGemm>();  // after cudaSetDevice: its handle binds to the device
-    route_words_ = static_cast<unsigned long long*>(device_alloc(cuda::kMaxRouted * sizeof(unsigned long long)));
-    ZINC_CUDA_CHECK(cudaMemset(route_words_, 0xff, cuda::kMaxRouted * sizeof(unsigned long long)));
+    route_words_ = static_cast<unsigned long long*>(device_alloc(kRouteWordsBytes));
+    ZINC_CUDA_CHECK(unpublish_picks(route_words_, stream_));
     for (auto& s : staging_) {
       ZINC_CUDA_CHECK(cudaHostAlloc(&s.host, kStagingBytes, cudaHostAllocDefault));
       ZINC_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
@@ -676,7 +676,7 @@ class CudaBackend final : public Backend {
       } catch (...) {
         // gate_up may have published picks that no add will set back; the next layer's
         // down_part would read them.
-        if (parts.route) cudaMemsetAsync(parts.route, 0xff, cuda::kMaxRouted * sizeof(unsigned long long), s);
+        if (parts.route) (void)unpublish_picks(parts.route, s);  // the error to report is the first
         throw;
       }
     });
@@ -741,6 +741,11 @@ class CudaBackend final : public Backend {
   static Key experts_key(Key key, const ExpertWeights& ex) {
     key << ex.gate << ex.up << ex.down << ex.gate_bias << ex.up_bias << ex.down_bias << ex.alpha << ex.clamp;
     return key;
+  }
+
+  // Every route word back to cuda::kNoPick (each byte 0xff), in stream order.
+  static cudaError_t unpublish_picks(unsigned long long* words, cudaStream_t s) {
+    return cudaMemsetAsync(words, 0xff, kRouteWordsBytes, s);
   }
 
   void* device_alloc(size_t bytes) {
@@ -825,6 +830,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   Staging staging_[2];
   std::vector<void*> allocations_;  // weights and persistent tensors
+  static constexpr size_t kRouteWordsBytes = cuda::kMaxRouted * sizeof(unsigned long long);
   unsigned long long* route_words_ = nullptr;  // one token's published picks (ExpertParts::route)
   DeviceArena arena_;
   std::unique_ptr<cuda::DenseGemm> dense_;

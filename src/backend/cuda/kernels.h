@@ -201,6 +201,7 @@ struct ExpertParts {
   // of routing, shared_expert_add sets them back (moe.cu's top says why it is safe).
   unsigned long long* route = nullptr;
 };
+inline constexpr unsigned long long kNoPick = ~0ull;  // an unpublished ExpertParts::route word
 // moe_route + moe_ffn for n <= kExpertDecodeMaxTokens. One token: two launches, the
 // expert kernels route from the logits {E, n} themselves. From kRouteOnceMinTokens a
 // moe_route launch writes `ids` and `weights` ({k, n} each) first: every expert block

@@ -58,9 +58,9 @@ struct GateUpParams {
   unsigned long long* route_out = nullptr;  // ExpertParts::route (kPublish)
 };
 
-// A pick as one 64-bit word (weight bits, id), ~0 while unpublished. Its own function,
-// so gate_up's other blocks compile as they do without it (session 44: inlined, it
-// grew gate_up<Q4_K> from 3232 to 3920 instructions and cost 3%).
+// A pick as one 64-bit word (weight bits, id), kNoPick while unpublished. Its own
+// function, so gate_up's other blocks compile as they do without it (session 44:
+// inlined, it grew gate_up<Q4_K> from 3232 to 3920 instructions and cost 3%).
 __device__ __noinline__ void route_and_publish(const float* logits, int E, int k, bool renormalize, int32_t* ids,
                                                unsigned long long* out) {
   __shared__ float weights[kMaxRouted];
@@ -68,15 +68,18 @@ __device__ __noinline__ void route_and_publish(const float* logits, int E, int k
   __syncwarp();
   const int lane = threadIdx.x % 32;
   if (lane < k) {
-    const unsigned long long v =
-        static_cast<unsigned long long>(__float_as_uint(weights[lane])) << 32 | static_cast<uint32_t>(ids[lane]);
+    // Past the last usable logit (the rest all the NaN 0xffffffff, keyed as taken) a pick
+    // is id -1. It goes out as E, as bad an id for down (NaN output), so that no word can
+    // equal kNoPick and hang down.
+    const auto id = static_cast<uint32_t>(ids[lane] < 0 ? E : ids[lane]);
+    const unsigned long long v = static_cast<unsigned long long>(__float_as_uint(weights[lane])) << 32 | id;
     asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(out + lane), "l"(v) : "memory");
   }
 }
 __device__ __forceinline__ void read_pick(const unsigned long long* at, int32_t& id, float& w) {
   unsigned long long v;
   do asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(at) : "memory");
-  while (static_cast<uint32_t>(v) == 0xffffffffu);
+  while (v == kNoPick);
   id = static_cast<int32_t>(static_cast<uint32_t>(v)), w = __uint_as_float(static_cast<uint32_t>(v >> 32));
 }
 

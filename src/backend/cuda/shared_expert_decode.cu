@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kExpertThreads) shared_expert_add_kernel(const
   __syncthreads();
   if (p.inputs_settled) pdl_begin();
   // Every down_part block has read its pick (moe.cu).
-  if (p.parts.route && blockIdx.x == 0 && threadIdx.x < p.n * p.k) p.parts.route[threadIdx.x] = ~0ull;
+  if (p.parts.route && blockIdx.x == 0 && threadIdx.x < p.n * p.k) p.parts.route[threadIdx.x] = kNoPick;
   for (int i = threadIdx.x; i < nr * p.n; i += blockDim.x) {
     const int t = i / nr, r = i % nr;
     const float gate = p.logit ? sigmoid(p.logit[t]) : 1.0f;
