@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -149,6 +150,35 @@ void check_fused_ops(Checker& c) {
         c.report("moe_block d=" + std::to_string(m.d) + " " + tname(m.gate_up) + "/" + tname(m.down) + "/" +
                      tname(m.shared) + modes[mode] + sn,
                  c.rel_err(my), expert_tol(m.gate_up, n));
+      }
+      // Router logits all NaN, as the bits 0xffffffff (which the GPU's top-k may count
+      // as taken experts, leaving it no pick) and as a quiet NaN: every output is NaN
+      // on both backends and nothing hangs, although at one token down_part waits for
+      // the picks gate_up publishes (moe.cu). The block right after, on finite logits,
+      // must still be right: the picks were set back.
+      if (n <= 2) {
+        const Backend::SharedExpert on_cpu{mg.cpu, mu.cpu, shared_down.cpu, &mlogit.cpu};
+        const Backend::SharedExpert on_gpu{mg.gpu, mu.gpu, shared_down.gpu, &mlogit.gpu};
+        const std::string what = "moe_block d=" + std::to_string(m.d) + " " + tname(m.gate_up) + "/" +
+                                 tname(m.down) + " NaN logits ";
+        for (uint32_t bits : {0xffffffffu, 0x7fc00000u}) {
+          const std::vector<uint32_t> nan_bits(static_cast<size_t>(m.E * n), bits);
+          auto nl = c.raw(DType::F32, {m.E, n}, nan_bits.data());
+          auto ny = c.out({m.d, n});
+          c.cpu().moe_block(mx.cpu, nl.cpu, m.k, true, experts(gate.cpu, up.cpu, down.cpu), &on_cpu, ny.cpu);
+          c.gpu().moe_block(mx.gpu, nl.gpu, m.k, true, experts(gate.gpu, up.gpu, down.gpu), &on_gpu, ny.gpu);
+          const auto on_cpu_out = c.fetch_float(c.cpu(), ny.cpu);
+          const double finite = c.finite_on_gpu(ny) + static_cast<double>(std::count_if(
+                                                          on_cpu_out.begin(), on_cpu_out.end(),
+                                                          [](float v) { return std::isfinite(v); }));
+          char hex[16];
+          std::snprintf(hex, sizeof hex, "%08x", bits);
+          c.report(what + hex + ", finite outputs" + sn, finite, 0);
+          auto fy = c.out({m.d, n});
+          c.cpu().moe_block(mx.cpu, ml.cpu, m.k, true, experts(gate.cpu, up.cpu, down.cpu), &on_cpu, fy.cpu);
+          c.gpu().moe_block(mx.gpu, ml.gpu, m.k, true, experts(gate.gpu, up.gpu, down.gpu), &on_gpu, fy.gpu);
+          c.report(what + hex + ", then finite" + sn, c.rel_err(fy), expert_tol(m.gate_up, n));
+        }
       }
     }
   }
