@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 
@@ -72,6 +73,12 @@ class Backend {
   virtual void scratch_reset() = 0;
   virtual void write(const Tensor& dst, const void* host, size_t bytes, size_t offset = 0) = 0;
   virtual void read(const Tensor& src, void* host, size_t bytes, size_t offset = 0) = 0;
+  // Host memory that write and read move fastest (page-locked for a GPU), for large
+  // buffers kept and reused (the prefix cache's snapshots). A write from it may still
+  // be in flight when write returns: the buffer must not change before the next read
+  // or sync.
+  virtual void* host_alloc(size_t bytes) { return ::operator new(bytes); }
+  virtual void host_free(void* p) { ::operator delete(p); }
   // A read that does not wait: the copy starts behind the work submitted so far and
   // the bytes are in `host` once wait_read(ticket) returns, so the host can submit
   // the next step before it knows this one's result. Backends that compute on the

@@ -30,10 +30,7 @@ struct PrefixCache::Node {
   Node* parent = nullptr;
   std::vector<int32_t> tokens;  // this block's ids (empty at the root)
   std::map<std::vector<int32_t>, std::unique_ptr<Node>> children;
-  // Per layer, in order: the block's K and V rows (attention layers), or the conv
-  // and delta states at the block's end (recurrent layers).
-  std::vector<std::vector<char>> k_rows, v_rows, conv, delta;
-  size_t bytes = 0;
+  char* slot = nullptr;  // the snapshot, laid out as layout_
   uint64_t last_used = 0;
   int64_t depth = 0;  // blocks from the root
 };
@@ -43,7 +40,32 @@ PrefixCache::PrefixCache(int64_t block, size_t budget_bytes)
   if (block < 1) throw std::invalid_argument("prefix cache: block must be >= 1");
 }
 
-PrefixCache::~PrefixCache() = default;
+PrefixCache::~PrefixCache() {
+  if (!backend_ || slots_.empty()) return;
+  backend_->sync();  // a restore's copies from a slot may still be queued
+  for (char* slot : slots_) backend_->host_free(slot);
+}
+
+PrefixCache::Layout PrefixCache::layout_of(const SequenceState& seq) const {
+  Layout l;
+  const auto put = [&](std::vector<size_t>& at, size_t bytes) {
+    at.push_back(l.bytes);
+    l.bytes += (bytes + 255) / 256 * 256;  // each part on its own 256-byte boundary
+  };
+  for (const LayerState& ls : seq.layers) {
+    if (ls.k_cache.empty()) {
+      l.k.push_back(Layout::kNone), l.v.push_back(Layout::kNone);
+    } else {
+      put(l.k, static_cast<size_t>(block_) * position_bytes(ls.k_cache));
+      put(l.v, static_cast<size_t>(block_) * position_bytes(ls.v_cache));
+    }
+    if (ls.conv.empty()) l.conv.push_back(Layout::kNone);
+    else put(l.conv, ls.conv.nbytes());
+    if (ls.delta.empty()) l.delta.push_back(Layout::kNone);
+    else put(l.delta, ls.delta.nbytes());
+  }
+  return l;
+}
 
 PrefixCache::Node* PrefixCache::find_child(Node* parent, std::span<const int32_t> block_tokens) const {
   auto it = parent->children.find(std::vector<int32_t>(block_tokens.begin(), block_tokens.end()));
@@ -53,6 +75,7 @@ PrefixCache::Node* PrefixCache::find_child(Node* parent, std::span<const int32_t
 int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, int64_t max_tokens,
                              SequenceState& seq) {
   seq.reset(backend);
+  if (entries_ == 0 || layout_of(seq) != layout_) return 0;
   std::vector<Node*> path;
   Node* node = root_.get();
   const int64_t limit = std::min<int64_t>(max_tokens, static_cast<int64_t>(tokens.size()));
@@ -77,16 +100,16 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
       if (from >= first + block_) continue;
       const size_t bytes = position_bytes(ls.k_cache), skip = static_cast<size_t>(from - first);
       position_runs(ls.k_cache, from, first + block_ - from, [&](size_t row, size_t i, size_t count) {
-        backend.write(ls.k_cache, n->k_rows[l].data() + (skip + i) * bytes, count * bytes, row * bytes);
-        backend.write(ls.v_cache, n->v_rows[l].data() + (skip + i) * bytes, count * bytes, row * bytes);
+        backend.write(ls.k_cache, n->slot + layout_.k[l] + (skip + i) * bytes, count * bytes, row * bytes);
+        backend.write(ls.v_cache, n->slot + layout_.v[l] + (skip + i) * bytes, count * bytes, row * bytes);
       });
     }
   }
   const Node* last = path.back();
   for (size_t l = 0; l < seq.layers.size(); ++l) {
     const LayerState& ls = seq.layers[l];
-    if (!ls.conv.empty()) backend.write(ls.conv, last->conv[l].data(), last->conv[l].size());
-    if (!ls.delta.empty()) backend.write(ls.delta, last->delta[l].data(), last->delta[l].size());
+    if (!ls.conv.empty()) backend.write(ls.conv, last->slot + layout_.conv[l], ls.conv.nbytes());
+    if (!ls.delta.empty()) backend.write(ls.delta, last->slot + layout_.delta[l], ls.delta.nbytes());
   }
   seq.n_past = last->depth * block_;
   return seq.n_past;
@@ -95,6 +118,9 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
 void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const SequenceState& seq) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (budget_ == 0 || n < block_ || n % block_ != 0 || seq.n_past != n) return;
+  if (backend_ && backend_ != &backend) throw std::invalid_argument("prefix cache: one backend serves every call");
+  if (layout_.bytes == 0) layout_ = layout_of(seq);
+  else if (layout_of(seq) != layout_) return;  // another sequence shape: its snapshots would not fit the slots
   Node* parent = root_.get();
   for (int64_t end = block_; end < n; end += block_) {
     parent = find_child(parent, tokens.subspan(end - block_, block_));
@@ -105,65 +131,61 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     existing->last_used = ++tick_;
     return;
   }
+  char* slot = take_slot(backend, parent);
+  if (!slot) return;  // the budget holds no node beside the parent's chain
   auto node = std::make_unique<Node>();
   node->parent = parent;
   node->tokens.assign(block_tokens.begin(), block_tokens.end());
   node->depth = parent->depth + 1;
-  const size_t L = seq.layers.size();
-  node->k_rows.resize(L);
-  node->v_rows.resize(L);
-  node->conv.resize(L);
-  node->delta.resize(L);
-  auto take = [&](const Tensor& t, std::vector<char>& dst, size_t offset, size_t bytes) {
-    dst.resize(bytes);
-    backend.read(t, dst.data(), bytes, offset);
-    node->bytes += bytes;
-  };
-  for (size_t l = 0; l < L; ++l) {
+  node->slot = slot;
+  // The block's rows; those a ring no longer holds are left as they are (restore
+  // never copies them back).
+  for (size_t l = 0; l < seq.layers.size(); ++l) {
     const LayerState& ls = seq.layers[l];
     if (!ls.k_cache.empty()) {
-      // The block's rows; those a ring no longer holds stay zero (restore skips them).
       const size_t bytes = position_bytes(ls.k_cache);
-      for (auto pair : {std::pair{&ls.k_cache, &node->k_rows[l]}, std::pair{&ls.v_cache, &node->v_rows[l]}}) {
-        const Tensor* cache = pair.first;  // named, not bound: clang 14 cannot capture a binding
-        std::vector<char>* rows = pair.second;
-        rows->assign(static_cast<size_t>(block_) * bytes, 0);
-        position_runs(*cache, n - block_, block_, [&](size_t row, size_t i, size_t count) {
-          backend.read(*cache, rows->data() + i * bytes, count * bytes, row * bytes);
-        });
-        node->bytes += rows->size();
-      }
+      position_runs(ls.k_cache, n - block_, block_, [&](size_t row, size_t i, size_t count) {
+        backend.read(ls.k_cache, slot + layout_.k[l] + i * bytes, count * bytes, row * bytes);
+        backend.read(ls.v_cache, slot + layout_.v[l] + i * bytes, count * bytes, row * bytes);
+      });
     }
-    if (!ls.conv.empty()) take(ls.conv, node->conv[l], 0, ls.conv.nbytes());
-    if (!ls.delta.empty()) take(ls.delta, node->delta[l], 0, ls.delta.nbytes());
+    if (!ls.conv.empty()) backend.read(ls.conv, slot + layout_.conv[l], ls.conv.nbytes());
+    if (!ls.delta.empty()) backend.read(ls.delta, slot + layout_.delta[l], ls.delta.nbytes());
   }
   node->last_used = ++tick_;
-  const Node* added = node.get();
-  bytes_ += node->bytes;
   ++entries_;
   parent->children.emplace(node->tokens, std::move(node));
-  evict_to_budget(added);
 }
 
-void PrefixCache::evict_to_budget(const Node* keep) {
-  while (bytes_ > budget_) {
-    // The least recently used leaf; linear in the node count, which the budget keeps small.
+// A free slot, a new one while the budget has room, or the least recently used
+// leaf's (never `parent`, which the new node extends); null when none can be had.
+char* PrefixCache::take_slot(Backend& backend, const Node* parent) {
+  if (free_.empty() && (slots_.size() + 1) * layout_.bytes <= budget_) {
+    backend_ = &backend;
+    slots_.push_back(static_cast<char*>(backend.host_alloc(layout_.bytes)));
+    free_.push_back(slots_.back());
+  }
+  if (free_.empty()) {
+    // Linear in the node count, which the budget keeps small.
     Node* victim = nullptr;
     std::vector<Node*> stack{root_.get()};
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       for (auto& [key, child] : n->children) stack.push_back(child.get());
-      if (n != root_.get() && n->children.empty() && (!victim || n->last_used < victim->last_used)) victim = n;
+      if (n != root_.get() && n != parent && n->children.empty() && (!victim || n->last_used < victim->last_used))
+        victim = n;
     }
-    if (!victim) return;
+    if (!victim) return nullptr;
     remove_leaf(victim);
-    if (victim == keep) return;  // the new block alone exceeds the budget
   }
+  char* slot = free_.back();
+  free_.pop_back();
+  return slot;
 }
 
 void PrefixCache::remove_leaf(Node* leaf) {
-  bytes_ -= leaf->bytes;
+  free_.push_back(leaf->slot);
   --entries_;
   Node* parent = leaf->parent;
   parent->children.erase(leaf->tokens);

@@ -505,6 +505,26 @@ TEST(PrefixCacheTest, RestoreAndEvict) {
   }
   EXPECT_LE(small.bytes(), cache.bytes() / 3);
   EXPECT_LE(small.entries(), 1);
+  // Two nodes' budget: a second prompt's blocks take the slots of the first's, least
+  // recently used leaf first, and restore exactly from the reused slots.
+  PrefixCache two(16, 2 * (cache.bytes() / 3));
+  const auto second = make_prompt(m, 48, 11);
+  for (const auto* prompt : {&tokens, &second}) {
+    SequenceState s = m.new_sequence(64);
+    for (int blk = 0; blk < 2; ++blk) {
+      m.forward(s, std::span(*prompt).subspan(static_cast<size_t>(blk * 16), 16), 1);
+      two.store(*l.backend, std::span(*prompt).first(static_cast<size_t>((blk + 1) * 16)), s);
+    }
+  }
+  EXPECT_EQ(two.entries(), 2);
+  SequenceState e = m.new_sequence(64);
+  EXPECT_EQ(two.restore(*l.backend, tokens, 47, e), 0);
+  EXPECT_EQ(two.restore(*l.backend, second, 47, e), 32);
+  SequenceState f = m.new_sequence(64);
+  m.forward(f, std::span(second).first(16), 1);  // in the stored states' pieces: the same arithmetic
+  m.forward(f, std::span(second).subspan(16, 16), 1);
+  const auto want2 = read_all(*l.backend, m.forward(f, std::span(second).subspan(32, 16), 1));
+  EXPECT_EQ(read_all(*l.backend, m.forward(e, std::span(second).subspan(32, 16), 1)), want2);
 }
 
 }  // namespace
