@@ -159,11 +159,17 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
 
 // A free slot, a new one while the budget has room, or the least recently used
 // leaf's (never `parent`, which the new node extends); null when none can be had.
+// When the host refuses more memory, the cache keeps the slots it has.
 char* PrefixCache::take_slot(Backend& backend, const Node* parent) {
-  if (free_.empty() && (slots_.size() + 1) * layout_.bytes <= budget_) {
-    backend_ = &backend;
-    slots_.push_back(static_cast<char*>(backend.host_alloc(layout_.bytes)));
-    free_.push_back(slots_.back());
+  if (free_.empty() && !host_full_ && (slots_.size() + 1) * layout_.bytes <= budget_) {
+    try {
+      char* slot = static_cast<char*>(backend.host_alloc(layout_.bytes));
+      backend_ = &backend;
+      slots_.push_back(slot);
+      free_.push_back(slot);
+    } catch (const std::exception&) {
+      host_full_ = true;
+    }
   }
   if (free_.empty()) {
     // Linear in the node count, which the budget keeps small.

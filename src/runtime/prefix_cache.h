@@ -67,6 +67,7 @@ class PrefixCache {
   Layout layout_;               // of the first sequence stored; the slots' size
   std::vector<char*> slots_;    // every slot allocated
   std::vector<char*> free_;     // slots no node holds
+  bool host_full_ = false;      // host_alloc failed: no more slots
 };
 
 }  // namespace zinc
