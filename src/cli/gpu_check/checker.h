@@ -119,11 +119,12 @@ class Checker {
     for (size_t i = 0; i < bits.size(); ++i) v[i] = half_bits_to_float(bits[i]);
     return v;
   }
-  // How many of b's GPU values are finite.
-  double finite_on_gpu(const Both& b) {
-    const auto got = fetch_float(*gpu_, b.gpu);
+  // How many of t's values on `be` are finite; finite_on_gpu: of b's GPU copy.
+  double finite_on(Backend& be, const Tensor& t) {
+    const auto got = fetch_float(be, t);
     return static_cast<double>(std::count_if(got.begin(), got.end(), [](float v) { return std::isfinite(v); }));
   }
+  double finite_on_gpu(const Both& b) { return finite_on(*gpu_, b.gpu); }
   // max |gpu - cpu| / max |cpu|, NaN if any GPU value is not finite.
   double rel_err(const Both& b) {
     const auto ref = fetch_float(*cpu_, b.cpu), got = fetch_float(*gpu_, b.gpu);

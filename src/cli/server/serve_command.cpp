@@ -92,7 +92,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--step-tokens", a->engine.step_tokens, "Tokens per forward step (decode and prefill together)")
       ->capture_default_str();
   cmd->add_option("--prefix-block", a->engine.prefix_block, "Prefix-cache block in tokens")->capture_default_str();
-  cmd->add_option("--prefix-cache-mib", a->prefix_cache_mib, "Prefix-cache host memory, page-locked on a GPU (0: off)")->capture_default_str();
+  cmd->add_option("--prefix-cache-mib", a->prefix_cache_mib, "Prefix-cache host memory, page-locked on a GPU (0: off)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->model.threads, "CPU threads (0: all cores)");
   cmd->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY'");
   cmd->add_option("--alias", a->alias, "Model id clients use (default: the file name without .gguf)");
