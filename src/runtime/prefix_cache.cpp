@@ -41,8 +41,12 @@ PrefixCache::PrefixCache(int64_t block, size_t budget_bytes)
 }
 
 PrefixCache::~PrefixCache() {
-  if (!backend_ || slots_.empty()) return;
-  backend_->sync();  // a restore's copies from a slot may still be queued
+  if (!backend_) return;
+  try {
+    backend_->sync();  // a restore's copies from a slot may still be queued
+  } catch (const std::exception&) {
+    return;  // the device failed: freeing could fail as well, so the slots are left to the process
+  }
   for (char* slot : slots_) backend_->host_free(slot);
 }
 
@@ -157,44 +161,42 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
   parent->children.emplace(node->tokens, std::move(node));
 }
 
-// A free slot, a new one while the budget has room, or the least recently used
-// leaf's (never `parent`, which the new node extends); null when none can be had.
-// When the host refuses more memory, the cache keeps the slots it has.
+// A new slot while the budget has room, else the least recently used leaf's (never
+// `parent`, which the new node extends); null when none can be had. When the host
+// refuses more memory, the cache keeps the slots it has.
 char* PrefixCache::take_slot(Backend& backend, const Node* parent) {
-  if (free_.empty() && !host_full_ && (slots_.size() + 1) * layout_.bytes <= budget_) {
+  if (!host_full_ && (slots_.size() + 1) * layout_.bytes <= budget_) {
+    char* slot = nullptr;
     try {
-      char* slot = static_cast<char*>(backend.host_alloc(layout_.bytes));
-      backend_ = &backend;
-      slots_.push_back(slot);
-      free_.push_back(slot);
+      slot = static_cast<char*>(backend.host_alloc(layout_.bytes));
     } catch (const std::exception&) {
       host_full_ = true;
     }
-  }
-  if (free_.empty()) {
-    // Linear in the node count, which the budget keeps small.
-    Node* victim = nullptr;
-    std::vector<Node*> stack{root_.get()};
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (auto& [key, child] : n->children) stack.push_back(child.get());
-      if (n != root_.get() && n != parent && n->children.empty() && (!victim || n->last_used < victim->last_used))
-        victim = n;
+    if (slot) {
+      backend_ = &backend;
+      slots_.push_back(slot);
+      return slot;
     }
-    if (!victim) return nullptr;
-    remove_leaf(victim);
   }
-  char* slot = free_.back();
-  free_.pop_back();
-  return slot;
+  // Linear in the node count, which the budget keeps small.
+  Node* victim = nullptr;
+  std::vector<Node*> stack{root_.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& [key, child] : n->children) stack.push_back(child.get());
+    if (n != root_.get() && n != parent && n->children.empty() && (!victim || n->last_used < victim->last_used))
+      victim = n;
+  }
+  return victim ? remove_leaf(victim) : nullptr;
 }
 
-void PrefixCache::remove_leaf(Node* leaf) {
-  free_.push_back(leaf->slot);
+char* PrefixCache::remove_leaf(Node* leaf) {
+  char* slot = leaf->slot;
   --entries_;
   Node* parent = leaf->parent;
   parent->children.erase(leaf->tokens);
+  return slot;
 }
 
 }  // namespace zinc

@@ -56,7 +56,7 @@ class PrefixCache {
   Layout layout_of(const SequenceState& seq) const;
   Node* find_child(Node* parent, std::span<const int32_t> block_tokens) const;
   char* take_slot(Backend& backend, const Node* parent);
-  void remove_leaf(Node* leaf);
+  char* remove_leaf(Node* leaf);  // its slot, which no node holds now
 
   int64_t block_;
   size_t budget_;
@@ -66,7 +66,6 @@ class PrefixCache {
   Backend* backend_ = nullptr;  // whose host memory the slots are
   Layout layout_;               // of the first sequence stored; the slots' size
   std::vector<char*> slots_;    // every slot allocated
-  std::vector<char*> free_;     // slots no node holds
   bool host_full_ = false;      // host_alloc failed: no more slots
 };
 
