@@ -79,6 +79,12 @@ class Backend {
   // or sync.
   virtual void* host_alloc(size_t bytes) { return ::operator new(bytes); }
   virtual void host_free(void* p) { ::operator delete(p); }
+  // A read into host_alloc memory that need not wait: the copy runs behind the work
+  // submitted so far and its bytes are there once sync() or read() returns. A write
+  // from that memory submitted later sees them.
+  virtual void read_to_host_alloc(const Tensor& src, void* host, size_t bytes, size_t offset) {
+    read(src, host, bytes, offset);
+  }
   // A read that does not wait: the copy starts behind the work submitted so far and
   // the bytes are in `host` once wait_read(ticket) returns, so the host can submit
   // the next step before it knows this one's result. Backends that compute on the

@@ -60,8 +60,9 @@ struct Engine::Impl {
   };
 
   Impl(Model& m, Backend& b, const EngineOptions& o) : model(m), backend(b), options(o) {
-    if (o.n_parallel < 1 || o.n_ctx < 2 || o.prefix_block < 1 || o.max_queue < 0)
-      throw std::invalid_argument("engine: n_parallel, n_ctx, prefix_block and max_queue must be positive");
+    if (o.n_parallel < 1 || o.n_ctx < 2 || o.prefix_block < 1 || o.prefix_checkpoint_tokens < 1 || o.max_queue < 0)
+      throw std::invalid_argument(
+          "engine: n_parallel, n_ctx, prefix_block, prefix_checkpoint_tokens and max_queue must be positive");
     if (o.step_tokens < o.prefix_block + o.n_parallel)
       throw std::invalid_argument("engine: step_tokens must be at least prefix_block + n_parallel");
     if (o.prefix_cache_bytes > 0) cache = std::make_unique<PrefixCache>(o.prefix_block, o.prefix_cache_bytes);
@@ -268,6 +269,7 @@ struct Engine::Impl {
       std::lock_guard lock(mu);
       metrics.prefix_cache_bytes = cache->bytes();
       metrics.prefix_cache_entries = cache->entries();
+      metrics.prefix_cache_checkpoints = cache->checkpoints();
     }
   }
 
@@ -367,10 +369,18 @@ struct Engine::Impl {
     }
   }
 
-  // A sequence that has just absorbed a whole prefix block leaves its state in the cache.
+  // A sequence that has just absorbed a whole prefix block leaves its KV rows in the
+  // cache, and its recurrent state where a later prompt is likely to resume: at the
+  // prompt's last whole block (the next turn of a chat extends the prompt) and every
+  // prefix_checkpoint_tokens (where prompts that share a start branch off, or a next
+  // turn that keeps the reply resumes). A checkpoint costs far more than a block's KV
+  // rows (PrefixCache), so short blocks do not all get one.
   void store_prefix(const Slot& s) {
-    if (cache && s.seq.n_past % options.prefix_block == 0)
-      cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.seq.n_past)), s.seq);
+    const int64_t past = s.seq.n_past, block = options.prefix_block;
+    if (!cache || past % block != 0) return;
+    const bool checkpoint = past % std::max(block, options.prefix_checkpoint_tokens) < block ||
+                            (past <= s.prompt_len && s.prompt_len - past < block);
+    cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(past)), s.seq, checkpoint);
   }
 
   bool draws_on_backend(const Request& r) const {

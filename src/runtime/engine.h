@@ -16,9 +16,10 @@
 // device's.
 //
 // Prefix reuse: prompts are absorbed in blocks of prefix_block tokens aligned to
-// position 0; at each block end the engine snapshots the sequence state (KV rows
-// and recurrent states) into the PrefixCache. A new request starts from the
-// longest cached block prefix of its prompt and prefills only the rest. Chunks
+// position 0; at each block end the engine copies the block's KV rows into the
+// PrefixCache, and at some block ends the recurrent states too. A new request starts
+// from the longest cached block prefix of its prompt that ends at such a checkpoint,
+// and prefills only the rest. Chunks
 // always end on block boundaries, so a resumed prompt runs the same computation as
 // a fresh one and outputs are identical with the cache on or off.
 //
@@ -103,9 +104,17 @@ struct EngineOptions {
   int n_parallel = 4;          // sequences in flight (slots)
   int64_t n_ctx = 4096;        // positions per sequence
   int64_t max_queue = 64;      // requests waiting for a slot; one more is refused
-  int64_t step_tokens = 512;   // tokens per forward step, decode and prefill together
-  int64_t prefix_block = 256;  // prefix-cache granularity and prefill chunk alignment
+  // Prompts are absorbed in chunks of prefix_block (their last one shorter): on an H200
+  // the flagship prefills 11.1k tokens/s in chunks of 256, 22.1k in chunks of 1024 and
+  // 26.6k in chunks of 2048 (PERFORMANCE.md, session 47). A step of step_tokens delays
+  // the decoding sequences beside a prefill by about that chunk's time.
+  int64_t step_tokens = 2048;   // tokens per forward step, decode and prefill together
+  int64_t prefix_block = 1024;  // prefix-cache granularity and prefill chunk alignment
   size_t prefix_cache_bytes = size_t{1} << 30;  // 0: no prefix cache
+  // Recurrent states (far larger than a block's KV rows) are kept at block ends on a
+  // multiple of this and at each prompt's last whole block: the points a later prompt
+  // can resume from on a model with recurrent layers.
+  int64_t prefix_checkpoint_tokens = 1024;
 };
 
 struct EngineMetrics {
@@ -113,7 +122,8 @@ struct EngineMetrics {
   int64_t prompt_tokens_total = 0, cached_tokens_total = 0, generated_tokens_total = 0;
   double prompt_seconds_total = 0, generation_seconds_total = 0;
   size_t prefix_cache_bytes = 0;
-  int64_t prefix_cache_entries = 0;
+  int64_t prefix_cache_entries = 0;      // blocks
+  int64_t prefix_cache_checkpoints = 0;  // recurrent states among them
 };
 
 // submit() when max_queue requests already wait.

@@ -34,7 +34,9 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounts& http) {
   metric(out, "generation_tokens_per_second", "gauge", "Generated tokens per second of generation time, per request.",
          rate(m.generated_tokens_total, m.generation_seconds_total));
   metric(out, "prefix_cache_bytes", "gauge", "Bytes held by the prefix cache.", double(m.prefix_cache_bytes));
-  metric(out, "prefix_cache_entries", "gauge", "Snapshots held by the prefix cache.", double(m.prefix_cache_entries));
+  metric(out, "prefix_cache_entries", "gauge", "Blocks held by the prefix cache.", double(m.prefix_cache_entries));
+  metric(out, "prefix_cache_checkpoints", "gauge", "Recurrent-state checkpoints held by the prefix cache.",
+         double(m.prefix_cache_checkpoints));
   out += "# HELP zinc_http_requests_total HTTP requests answered, by path and status.\n";
   out += "# TYPE zinc_http_requests_total counter\n";
   for (const auto& [key, n] : http)

@@ -98,7 +98,7 @@ TEST_P(WindowRing, PrefixCacheRestoresARing) {
     std::vector<float> want;
     for (int64_t at = 0; at < kTokens; at += block) {
       feed(first, at, std::min(at + block, kTokens), {block}, want);
-      cache.store(*backend_, std::span(tokens_).first(first.n_past), first);
+      cache.store(*backend_, std::span(tokens_).first(first.n_past), first, true);
     }
     // Up to five blocks, more than the ring holds: the earlier blocks' rows are not
     // copied (restore), which must not change what the ring reads.

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <vector>
@@ -181,7 +182,7 @@ std::vector<Outcome> serve(Model& m, Backend& be, const EngineOptions& opt, size
 }
 
 // The engine's options of a test: slots, positions per slot, prefix-cache block,
-// tokens per step and cache size (0: none).
+// tokens per step and cache size (0: none), with a recurrent checkpoint at every block.
 EngineOptions engine_options(int n_parallel, int64_t n_ctx, int64_t prefix_block, int64_t step_tokens,
                              size_t cache_bytes) {
   EngineOptions opt;
@@ -190,6 +191,7 @@ EngineOptions engine_options(int n_parallel, int64_t n_ctx, int64_t prefix_block
   opt.prefix_block = prefix_block;
   opt.step_tokens = step_tokens;
   opt.prefix_cache_bytes = cache_bytes;
+  opt.prefix_checkpoint_tokens = prefix_block;
   return opt;
 }
 
@@ -229,6 +231,7 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
   Loaded l = load(GetParam(), "tiny");
   const auto first = make_prompt(*l.model, 50, 7);
   EngineOptions opt = engine_options(2, 160, 16, 32, 0);
+  opt.prefix_checkpoint_tokens = 64;  // recurrent states at 48 (the prompt's last whole block) and 64 only
   for (bool use_cache : {false, true}) {
     opt.prefix_cache_bytes = use_cache ? (64 << 20) : 0;
     Engine engine(*l.model, *l.backend, opt);
@@ -248,9 +251,12 @@ TEST_P(EngineTest, SecondTurnReusesThePrefix) {
     } else {
       EXPECT_EQ(o2.tokens, reference);
       // 79 prompt tokens: blocks up to 64 come from the cache (the first turn's
-      // prompt and its reply were stored as they were absorbed).
+      // prompt and its reply were stored as they were absorbed; a block completed
+      // while decoding has a checkpoint at 64).
       EXPECT_EQ(o2.stats.cached_tokens, 64);
       EXPECT_GT(engine.metrics().prefix_cache_entries, 0);
+      // Recurrent checkpoints: only the hybrid has recurrent layers.
+      EXPECT_EQ(engine.metrics().prefix_cache_checkpoints > 0, std::string(GetParam()) == "qwen35moe");
     }
   }
 }
@@ -471,60 +477,92 @@ TEST_P(EngineTest, BurstFillsSlotsBeforeTheQueue) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineTest, ::testing::Values("qwen35moe", "llama"));
 
-// The cache alone: restores exactly what was stored, evicts leaves first under its budget.
+// The cache alone: restores exactly what was stored, resumes only at checkpoints, and
+// under its budget gives up checkpoints before KV rows and useless leaves first.
 TEST(PrefixCacheTest, RestoreAndEvict) {
   Loaded l = load("qwen35moe", "tiny");
   Model& m = *l.model;
+  Backend& be = *l.backend;
   const auto tokens = make_prompt(m, 48, 9);
-  SequenceState a = m.new_sequence(64);
-  PrefixCache cache(16, size_t{1} << 30);
-  for (int b = 0; b < 3; ++b) {
-    m.forward(a, std::span(tokens).subspan(static_cast<size_t>(b * 16), 16), 1);
-    cache.store(*l.backend, std::span(tokens).first(static_cast<size_t>((b + 1) * 16)), a);
-  }
-  EXPECT_EQ(cache.entries(), 3);
-  SequenceState b = m.new_sequence(64);
-  EXPECT_EQ(cache.restore(*l.backend, tokens, 47, b), 32);  // 47 allows two whole blocks
-  EXPECT_EQ(b.n_past, 32);
-  // Continuing from the restored state equals continuing the original from 32.
-  SequenceState c = m.new_sequence(64);
-  m.forward(c, std::span(tokens).first(16), 1);
-  m.forward(c, std::span(tokens).subspan(16, 16), 1);
-  const auto want = read_all(*l.backend, m.forward(c, std::span(tokens).subspan(32, 16), 1));
-  EXPECT_EQ(read_all(*l.backend, m.forward(b, std::span(tokens).subspan(32, 16), 1)), want);
-  // A different second block: only the first is reused.
-  auto other = tokens;
-  other[20] += 1;
-  EXPECT_EQ(cache.restore(*l.backend, other, 47, b), 16);
-  // A budget of one node's bytes keeps only the newest leaf chain that fits.
-  PrefixCache small(16, cache.bytes() / 3);
-  SequenceState d = m.new_sequence(64);
-  for (int blk = 0; blk < 3; ++blk) {
-    m.forward(d, std::span(tokens).subspan(static_cast<size_t>(blk * 16), 16), 1);
-    small.store(*l.backend, std::span(tokens).first(static_cast<size_t>((blk + 1) * 16)), d);
-  }
-  EXPECT_LE(small.bytes(), cache.bytes() / 3);
-  EXPECT_LE(small.entries(), 1);
-  // Two nodes' budget: a second prompt's blocks take the slots of the first's, least
-  // recently used leaf first, and restore exactly from the reused slots.
-  PrefixCache two(16, 2 * (cache.bytes() / 3));
-  const auto second = make_prompt(m, 48, 11);
-  for (const auto* prompt : {&tokens, &second}) {
+  // Stores prompt's blocks [0, blocks) into `cache`, with a checkpoint where `at` says.
+  const auto fill = [&](PrefixCache& cache, const std::vector<int32_t>& prompt, int blocks,
+                        const std::function<bool(int)>& at) {
     SequenceState s = m.new_sequence(64);
-    for (int blk = 0; blk < 2; ++blk) {
-      m.forward(s, std::span(*prompt).subspan(static_cast<size_t>(blk * 16), 16), 1);
-      two.store(*l.backend, std::span(*prompt).first(static_cast<size_t>((blk + 1) * 16)), s);
+    for (int b = 0; b < blocks; ++b) {
+      m.forward(s, std::span(prompt).subspan(static_cast<size_t>(b * 16), 16), 1);
+      cache.store(be, std::span(prompt).first(static_cast<size_t>((b + 1) * 16)), s, at(b + 1));
     }
-  }
+  };
+  // What a sequence restored to n_past gives for the next 16 tokens, against the same
+  // prompt fed in blocks from the start (the stored states' pieces: the same arithmetic).
+  const auto continues_exactly = [&](const std::vector<int32_t>& prompt, SequenceState& restored) {
+    SequenceState fresh = m.new_sequence(64);
+    for (int64_t at = 0; at < restored.n_past; at += 16)
+      m.forward(fresh, std::span(prompt).subspan(static_cast<size_t>(at), 16), 1);
+    const auto next = std::span(prompt).subspan(static_cast<size_t>(restored.n_past), 16);
+    EXPECT_EQ(read_all(be, m.forward(restored, next, 1)), read_all(be, m.forward(fresh, next, 1)));
+  };
+
+  PrefixCache cache(16, size_t{1} << 30);
+  fill(cache, tokens, 3, [](int) { return true; });
+  EXPECT_EQ(cache.entries(), 3);
+  EXPECT_EQ(cache.checkpoints(), 3);
+  SequenceState b = m.new_sequence(64);
+  EXPECT_EQ(cache.restore(be, tokens, 47, b), 32);  // 47 allows two whole blocks
+  EXPECT_EQ(b.n_past, 32);
+  continues_exactly(tokens, b);
+  auto other = tokens;  // a different second block: only the first is reused
+  other[20] += 1;
+  EXPECT_EQ(cache.restore(be, other, 47, b), 16);
+
+  // Checkpoints at blocks 1 and 3 only: a prefix of two blocks resumes after one.
+  PrefixCache sparse(16, size_t{1} << 30);
+  fill(sparse, tokens, 3, [](int block) { return block != 2; });
+  EXPECT_EQ(sparse.entries(), 3);
+  EXPECT_EQ(sparse.checkpoints(), 2);
+  EXPECT_EQ(sparse.restore(be, tokens, 47, b), 16);
+  continues_exactly(tokens, b);
+  const size_t kv = [&] {  // a node's KV rows, without a checkpoint
+    PrefixCache one(16, size_t{1} << 30);
+    fill(one, tokens, 1, [](int) { return false; });
+    return one.bytes();
+  }();
+  const size_t checkpoint = cache.bytes() / 3 - kv;
+  ASSERT_GT(kv, 0u);
+  ASSERT_GT(checkpoint, 0u);
+  EXPECT_EQ(sparse.bytes(), 3 * kv + 2 * checkpoint);
+
+  // Room for three blocks' KV rows and one checkpoint: each new checkpoint takes the
+  // units of the one before, whose blocks then resume nothing.
+  PrefixCache chain(16, 3 * kv + checkpoint);
+  fill(chain, tokens, 3, [](int) { return true; });
+  EXPECT_EQ(chain.entries(), 3);
+  EXPECT_EQ(chain.checkpoints(), 1);
+  EXPECT_EQ(chain.restore(be, tokens, 47, b), 0);
+  EXPECT_EQ(chain.restore(be, tokens, 48, b), 48);
+  SequenceState whole = m.new_sequence(64);  // restored whole: the next tokens as after the full prompt
+  for (size_t at = 0; at < 48; at += 16) m.forward(whole, std::span(tokens).subspan(at, 16), 1);
+  const std::vector<int32_t> more{3, 1, 4, 1};
+  EXPECT_EQ(read_all(be, m.forward(b, more, 1)), read_all(be, m.forward(whole, more, 1)));
+
+  // Room for two blocks and one checkpoint: a second prompt takes every unit of the
+  // first (its checkpoint, then its leaves, which resume nothing), and restores
+  // exactly from reused units.
+  PrefixCache two(16, 2 * kv + checkpoint);
+  const auto second = make_prompt(m, 48, 11);
+  fill(two, tokens, 2, [](int) { return true; });
+  fill(two, second, 2, [](int) { return true; });
   EXPECT_EQ(two.entries(), 2);
+  EXPECT_EQ(two.checkpoints(), 1);
   SequenceState e = m.new_sequence(64);
-  EXPECT_EQ(two.restore(*l.backend, tokens, 47, e), 0);
-  EXPECT_EQ(two.restore(*l.backend, second, 47, e), 32);
-  SequenceState f = m.new_sequence(64);
-  m.forward(f, std::span(second).first(16), 1);  // in the stored states' pieces: the same arithmetic
-  m.forward(f, std::span(second).subspan(16, 16), 1);
-  const auto want2 = read_all(*l.backend, m.forward(f, std::span(second).subspan(32, 16), 1));
-  EXPECT_EQ(read_all(*l.backend, m.forward(e, std::span(second).subspan(32, 16), 1)), want2);
+  EXPECT_EQ(two.restore(be, tokens, 47, e), 0);
+  EXPECT_EQ(two.restore(be, second, 47, e), 32);
+  continues_exactly(second, e);
+
+  // A budget below one block and its checkpoint stores nothing.
+  PrefixCache tiny(16, kv + checkpoint - 1);
+  fill(tiny, tokens, 3, [](int) { return true; });
+  EXPECT_EQ(tiny.entries(), 0);
 }
 
 }  // namespace

@@ -183,6 +183,12 @@ class CudaBackend final : public Backend {
     return p;
   }
   void host_free(void* p) override { (void)cudaFreeHost(p); }  // unchecked like ~CudaBackend's: callers are destructors
+  void read_to_host_alloc(const Tensor& src, void* host, size_t bytes, size_t offset) override {
+    check(offset + bytes <= src.nbytes(), "read_to_host_alloc", "out of bounds");
+    finish_segment();
+    ZINC_CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const char*>(src.data) + offset, bytes,
+                                    cudaMemcpyDeviceToHost, stream_));
+  }
   void zero(const Tensor& t) override {
     submit(Key(OpId::Zero) << t, [t](cudaStream_t s) { ZINC_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), s)); });
   }
