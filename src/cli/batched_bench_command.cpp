@@ -12,7 +12,7 @@
 // With --turn N it instead measures prefix reuse: a first chat turn of N prompt
 // tokens, then a second turn whose prompt is the first prompt, the reply and 50
 // new tokens; it prints both times to first token, with the prefix cache and
-// without it.
+// without it, and what the cache holds after the second turn.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -147,22 +147,25 @@ FirstToken first_token(Engine& engine, std::vector<int32_t> prompt, int64_t n_ge
   return out;
 }
 
-void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen) {
+void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen, const EngineOptions& engine_options) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
   std::vector<int32_t> turn1(static_cast<size_t>(n_turn));
   for (auto& t : turn1) t = pick(rng);
   std::vector<int32_t> turn2_new(50);  // the same second turn's new tokens with and without the cache
   for (auto& t : turn2_new) t = pick(rng);
+  std::printf("prefix block %lld tokens, %lld tokens a step\n\n", static_cast<long long>(engine_options.prefix_block),
+              static_cast<long long>(engine_options.step_tokens));
   std::printf("| prefix cache | turn 1: %lld prompt tokens, ms to first token | turn 2: prompt tokens (restored) | "
-              "turn 2: ms to first token | turn 2's reply as without the cache |\n|---|---|---|---|---|\n",
+              "turn 2: ms to first token | turn 2's reply as without the cache | cache: MiB, blocks, checkpoints |\n"
+              "|---|---|---|---|---|---|\n",
               static_cast<long long>(n_turn));
   std::vector<int32_t> uncached_reply;  // greedy: a restored prefix must not change a token
   for (bool cache : {false, true}) {
-    EngineOptions opt;
+    EngineOptions opt = engine_options;
     opt.n_parallel = 1;
     opt.n_ctx = n_turn + 2 * n_gen + 64;
-    opt.prefix_cache_bytes = cache ? (size_t{16} << 30) : 0;
+    if (!cache) opt.prefix_cache_bytes = 0;
     Engine engine(model, backend, opt);
     const FirstToken a = first_token(engine, turn1, n_gen);
     std::vector<int32_t> turn2 = turn1;
@@ -170,9 +173,11 @@ void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen)
     turn2.insert(turn2.end(), turn2_new.begin(), turn2_new.end());
     const FirstToken b = first_token(engine, turn2, n_gen);
     if (!cache) uncached_reply = b.reply;
-    std::printf("| %s | %.1f | %zu (%lld) | %.1f | %s |\n", cache ? "on" : "off", a.seconds * 1e3, turn2.size(),
-                static_cast<long long>(b.cached), b.seconds * 1e3,
-                !cache ? "-" : b.reply == uncached_reply ? "same" : "DIFFERS");
+    const EngineMetrics m = engine.metrics();
+    std::printf("| %s | %.1f | %zu (%lld) | %.1f | %s | %.0f, %lld, %lld |\n", cache ? "on" : "off", a.seconds * 1e3,
+                turn2.size(), static_cast<long long>(b.cached), b.seconds * 1e3,
+                !cache ? "-" : b.reply == uncached_reply ? "same" : "DIFFERS", double(m.prefix_cache_bytes) / (1 << 20),
+                static_cast<long long>(m.prefix_cache_entries), static_cast<long long>(m.prefix_cache_checkpoints));
     std::fflush(stdout);
   }
 }
@@ -185,6 +190,8 @@ void add_batched_bench_command(CLI::App& app) {
     int64_t prompt = 512, gen = 128;
     int reps = 2, threads = 0;
     int64_t turn = 0;
+    size_t cache_mib = EngineOptions{}.prefix_cache_bytes >> 20;
+    EngineOptions engine;  // --turn's block and step
     float temp = 0, presence = 0;
     SamplerParams chain;  // top-k, top-p, min-p with --temp
   };
@@ -204,6 +211,12 @@ void add_batched_bench_command(CLI::App& app) {
       ->capture_default_str();
   add_truncation_options(*cmd, args->chain);  // with --temp
   cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
+  cmd->add_option("--prefix-cache-mib", args->cache_mib, "With --turn: the prefix cache's host memory")
+      ->capture_default_str();
+  cmd->add_option("--prefix-block", args->engine.prefix_block, "With --turn: prefix-cache block in tokens")
+      ->capture_default_str();
+  cmd->add_option("--step-tokens", args->engine.step_tokens, "With --turn: tokens per forward step")
+      ->capture_default_str();
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");
     if (args->temp < 0) throw std::invalid_argument("batched-bench: --temp must be >= 0");
@@ -211,7 +224,11 @@ void add_batched_bench_command(CLI::App& app) {
     auto file = gguf::GgufFile::open(args->model);
     auto backend = make_backend(args->backend, args->threads);
     auto model = load_model(*file, *backend);
-    if (args->turn > 0) return prefix_reuse(*model, *backend, args->turn, args->gen);
+    if (args->turn > 0) {
+      args->engine.prefix_cache_bytes = args->cache_mib << 20;
+      args->engine.step_tokens = std::max(args->engine.step_tokens, args->engine.prefix_block + 1);
+      return prefix_reuse(*model, *backend, args->turn, args->gen, args->engine);
+    }
     SamplerParams sampling = args->chain;
     sampling.temperature = args->temp;  // > 0: with the chain's top-k, top-p and min-p
     sampling.presence_penalty = args->presence;
