@@ -493,8 +493,9 @@ TEST(PrefixCacheTest, RestoreAndEvict) {
       cache.store(be, std::span(prompt).first(static_cast<size_t>((b + 1) * 16)), s, at(b + 1));
     }
   };
-  // What a sequence restored to n_past gives for the next 16 tokens, against the same
-  // prompt fed in blocks from the start (the stored states' pieces: the same arithmetic).
+  // What a sequence restored to n_past gives for the next 16 tokens (which it then
+  // holds), against the same prompt fed in blocks from the start (the stored states'
+  // pieces: the same arithmetic).
   const auto continues_exactly = [&](const std::vector<int32_t>& prompt, SequenceState& restored) {
     SequenceState fresh = m.new_sequence(64);
     for (int64_t at = 0; at < restored.n_past; at += 16)
@@ -522,6 +523,13 @@ TEST(PrefixCacheTest, RestoreAndEvict) {
   EXPECT_EQ(sparse.checkpoints(), 2);
   EXPECT_EQ(sparse.restore(be, tokens, 47, b), 16);
   continues_exactly(tokens, b);
+  // b has absorbed block 2 again: stored with its checkpoint, the cached block now resumes.
+  ASSERT_EQ(b.n_past, 32);
+  sparse.store(be, std::span(tokens).first(32), b, true);
+  EXPECT_EQ(sparse.entries(), 3);
+  EXPECT_EQ(sparse.checkpoints(), 3);
+  EXPECT_EQ(sparse.restore(be, tokens, 47, b), 32);
+  continues_exactly(tokens, b);
   const size_t kv = [&] {  // a node's KV rows, without a checkpoint
     PrefixCache one(16, size_t{1} << 30);
     fill(one, tokens, 1, [](int) { return false; });
@@ -530,7 +538,7 @@ TEST(PrefixCacheTest, RestoreAndEvict) {
   const size_t checkpoint = cache.bytes() / 3 - kv;
   ASSERT_GT(kv, 0u);
   ASSERT_GT(checkpoint, 0u);
-  EXPECT_EQ(sparse.bytes(), 3 * kv + 2 * checkpoint);
+  EXPECT_EQ(sparse.bytes(), 3 * kv + 3 * checkpoint);
 
   // Room for three blocks' KV rows and one checkpoint: each new checkpoint takes the
   // units of the one before, whose blocks then resume nothing.
