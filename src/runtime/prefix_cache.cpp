@@ -13,6 +13,12 @@ constexpr size_t kChunkBytes = size_t{64} << 20;
 
 size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
+// A tensor of the sequence state and where its bytes lie in a node's units.
+struct Part {
+  const Tensor* tensor;
+  size_t at;
+};
+
 // Bytes of one position in a KV cache {head_dim, heads, rows}.
 size_t position_bytes(const Tensor& cache) { return cache.nbytes() / static_cast<size_t>(cache.ne[2]); }
 
@@ -131,9 +137,9 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
       if (from >= first + block_) continue;
       const size_t bytes = position_bytes(ls.k_cache), skip = static_cast<size_t>(from - first);
       position_runs(ls.k_cache, from, first + block_ - from, [&](size_t row, size_t i, size_t count) {
-        for (const auto& [cache, at] : {std::pair{&ls.k_cache, layout_.k[l]}, std::pair{&ls.v_cache, layout_.v[l]}})
-          pieces(n->kv, at + (skip + i) * bytes, count * bytes, [&](const char* host, size_t len, size_t done) {
-            backend.write(*cache, host, len, row * bytes + done);
+        for (const Part p : {Part{&ls.k_cache, layout_.k[l]}, Part{&ls.v_cache, layout_.v[l]}})
+          pieces(n->kv, p.at + (skip + i) * bytes, count * bytes, [&](const char* host, size_t len, size_t done) {
+            backend.write(*p.tensor, host, len, row * bytes + done);
           });
       });
     }
@@ -142,10 +148,10 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
   last->state_used = tick_;
   for (size_t l = 0; l < seq.layers.size(); ++l) {
     const LayerState& ls = seq.layers[l];
-    for (const auto& [part, at] : {std::pair{&ls.conv, layout_.conv[l]}, std::pair{&ls.delta, layout_.delta[l]}})
-      if (!part->empty())
-        pieces(last->state, at, part->nbytes(),
-               [&](const char* host, size_t len, size_t done) { backend.write(*part, host, len, done); });
+    for (const Part p : {Part{&ls.conv, layout_.conv[l]}, Part{&ls.delta, layout_.delta[l]}})
+      if (!p.tensor->empty())
+        pieces(last->state, p.at, p.tensor->nbytes(),
+               [&](const char* host, size_t len, size_t done) { backend.write(*p.tensor, host, len, done); });
   }
   seq.n_past = end;
   return end;
@@ -195,9 +201,9 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
       if (ls.k_cache.empty()) continue;
       const size_t bytes = position_bytes(ls.k_cache);
       position_runs(ls.k_cache, n - block_, block_, [&](size_t row, size_t i, size_t count) {
-        for (const auto& [cache, at] : {std::pair{&ls.k_cache, layout_.k[l]}, std::pair{&ls.v_cache, layout_.v[l]}})
-          pieces(node->kv, at + i * bytes, count * bytes, [&](char* host, size_t len, size_t done) {
-            backend.read_to_host_alloc(*cache, host, len, row * bytes + done);
+        for (const Part p : {Part{&ls.k_cache, layout_.k[l]}, Part{&ls.v_cache, layout_.v[l]}})
+          pieces(node->kv, p.at + i * bytes, count * bytes, [&](char* host, size_t len, size_t done) {
+            backend.read_to_host_alloc(*p.tensor, host, len, row * bytes + done);
           });
       });
     }
@@ -211,10 +217,10 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     ++checkpoints_;
     for (size_t l = 0; l < seq.layers.size(); ++l) {
       const LayerState& ls = seq.layers[l];
-      for (const auto& [part, at] : {std::pair{&ls.conv, layout_.conv[l]}, std::pair{&ls.delta, layout_.delta[l]}})
-        if (!part->empty())
-          pieces(node->state, at, part->nbytes(),
-                 [&](char* host, size_t len, size_t done) { backend.read_to_host_alloc(*part, host, len, done); });
+      for (const Part p : {Part{&ls.conv, layout_.conv[l]}, Part{&ls.delta, layout_.delta[l]}})
+        if (!p.tensor->empty())
+          pieces(node->state, p.at, p.tensor->nbytes(),
+                 [&](char* host, size_t len, size_t done) { backend.read_to_host_alloc(*p.tensor, host, len, done); });
     }
   }
   node->state_used = tick_;
