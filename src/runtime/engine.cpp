@@ -68,6 +68,7 @@ struct Engine::Impl {
     if (o.prefix_cache_bytes > 0) cache = std::make_unique<PrefixCache>(o.prefix_block, o.prefix_cache_bytes);
     slots.resize(static_cast<size_t>(o.n_parallel));
     for (Slot& s : slots) s.seq = model.new_sequence(o.n_ctx);
+    if (cache) cache->reserve(backend, slots.front().seq);  // a fresh server's first prompts do not pay for it
     next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
     row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, o.n_parallel});
     thread = std::thread([this] { run(); });

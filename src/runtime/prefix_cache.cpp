@@ -162,16 +162,8 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (budget_ == 0 || n < block_ || n % block_ != 0 || seq.n_past != n) return;
   if (backend_ && backend_ != &backend) throw std::invalid_argument("prefix cache: one backend serves every call");
-  if (unit_bytes_ == 0) {
-    layout_ = layout_of(seq);
-    // A node's rows and its checkpoint in at most 16 units each: few pieces to copy,
-    // little left unused.
-    unit_bytes_ = round_up((std::max(layout_.kv_bytes, layout_.state_bytes) + 15) / 16, 256);
-    kv_units_ = (layout_.kv_bytes + unit_bytes_ - 1) / unit_bytes_;
-    state_units_ = (layout_.state_bytes + unit_bytes_ - 1) / unit_bytes_;
-  } else if (layout_of(seq) != layout_) {
-    return;  // another sequence shape: its snapshots would not fit the units
-  }
+  if (unit_bytes_ == 0) set_layout(seq);
+  else if (layout_of(seq) != layout_) return;  // another sequence shape: its snapshots would not fit the units
   if (unit_bytes_ == 0 || budget_ / unit_bytes_ < kv_units_ + state_units_) return;  // not one restorable node
   Node* parent = root_.get();
   for (int64_t end = block_; end < n; end += block_) {
@@ -224,6 +216,23 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     }
   }
   node->state_used = tick_;
+}
+
+void PrefixCache::set_layout(const SequenceState& seq) {
+  layout_ = layout_of(seq);
+  // A node's rows and its checkpoint in at most 16 units each: few pieces to copy,
+  // little left unused.
+  unit_bytes_ = round_up((std::max(layout_.kv_bytes, layout_.state_bytes) + 15) / 16, 256);
+  kv_units_ = (layout_.kv_bytes + unit_bytes_ - 1) / unit_bytes_;
+  state_units_ = (layout_.state_bytes + unit_bytes_ - 1) / unit_bytes_;
+}
+
+void PrefixCache::reserve(Backend& backend, const SequenceState& shape) {
+  if (budget_ == 0 || (backend_ && backend_ != &backend)) return;
+  if (unit_bytes_ == 0) set_layout(shape);
+  if (unit_bytes_ == 0) return;
+  while (grow(backend)) {
+  }
 }
 
 bool PrefixCache::take_units(Backend& backend, size_t count, const Node* keep, const Node* keep_checkpoint,

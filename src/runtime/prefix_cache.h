@@ -11,11 +11,12 @@
 // up before KV rows when memory runs short.
 //
 // Memory is equal units of host memory from the backend's host_alloc (page-locked for
-// a GPU), taken in chunks as needed up to the budget and then reused. A node's KV rows
-// take a fixed number of units, a checkpoint another (parts may straddle units). When more
-// units are needed than are free, the cache gives up, in this order: the least recently
-// used leaf without a checkpoint (no restore can use it), the least recently used
-// checkpoint, the least recently used leaf. Not thread-safe: the engine's thread owns it.
+// a GPU), taken in chunks up to the budget (all at once by reserve(), else as stores
+// need them) and then reused. A node's KV rows take a fixed number of units, a
+// checkpoint another (parts may straddle units). When more units are needed than are
+// free, the cache gives up, in this order: the least recently used leaf without a
+// checkpoint (no restore can use it), the least recently used checkpoint, the least
+// recently used leaf. Not thread-safe: the engine's thread owns it.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,10 @@ class PrefixCache {
   // and with `checkpoint` its recurrent state too. One backend serves every call, and
   // outlives the cache.
   void store(Backend& backend, std::span<const int32_t> tokens, const SequenceState& seq, bool checkpoint);
+  // Takes the whole budget's host memory now for sequences shaped as `shape`, so
+  // that no store pays for it later (page-locking 1 GiB takes about half a second on
+  // an H200 host). Without it, stores take memory as they need it.
+  void reserve(Backend& backend, const SequenceState& shape);
 
   int64_t block() const { return block_; }
   size_t bytes() const;           // held by nodes
@@ -62,6 +67,7 @@ class PrefixCache {
     bool operator==(const Layout&) const = default;
   };
   Layout layout_of(const SequenceState& seq) const;
+  void set_layout(const SequenceState& seq);  // and the unit size
   Node* find_child(Node* parent, std::span<const int32_t> block_tokens) const;
   bool has_checkpoint(const Node* n) const;
   // f(host, n, done) for each piece of the range [at, at + bytes) of `units`: n bytes
