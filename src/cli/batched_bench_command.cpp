@@ -5,7 +5,8 @@
 // top-p and min-p the defaults unless given, and with --presence-penalty penalised
 // over the last 64 tokens as Qwen's model cards suggest; drawn by the backend's
 // sample_rows where it can); the engine prefills them in block-aligned chunks
-// and then decodes all N in one forward pass per step. Reported: prompt tokens/s
+// (its default block and step, as zinc serve) and then decodes all N in one forward
+// pass per step. Reported: prompt tokens/s
 // (submission to the last first token) and aggregate generation tokens/s (from the
 // last first token, when all N are decoding, to the end).
 //
@@ -60,8 +61,7 @@ Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_
   EngineOptions opt;
   opt.n_parallel = n_seq;
   opt.n_ctx = n_prompt + n_gen + 1;
-  opt.prefix_block = 256;
-  opt.step_tokens = 512 + n_seq;
+  opt.step_tokens = std::max(opt.step_tokens, opt.prefix_block + n_seq);  // the engine's chunks, as serve runs them
   opt.prefix_cache_bytes = 0;
   opt.max_queue = n_seq;
   Engine engine(model, backend, opt);
