@@ -230,7 +230,7 @@ void PrefixCache::set_layout(const SequenceState& seq) {
 void PrefixCache::reserve(Backend& backend, const SequenceState& shape) {
   if (budget_ == 0 || (backend_ && backend_ != &backend)) return;
   if (unit_bytes_ == 0) set_layout(shape);
-  if (unit_bytes_ == 0) return;
+  if (unit_bytes_ == 0 || budget_ / unit_bytes_ < kv_units_ + state_units_) return;  // store would keep nothing
   while (grow(backend)) {
   }
 }
