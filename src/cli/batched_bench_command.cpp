@@ -13,7 +13,10 @@
 // With --turn N it instead measures prefix reuse: a first chat turn of N prompt
 // tokens, then a second turn whose prompt is the first prompt, the reply and 50
 // new tokens; it prints both times to first token, with the prefix cache and
-// without it, and what the cache holds after the second turn.
+// without it, and what the cache holds after the second turn. With --beside N it
+// measures what a prefill costs the sequences decoding beside it: one sequence
+// decodes while a prompt of N tokens arrives, and its gaps between tokens before and
+// during that prefill are printed with the prompt's time to its first token.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -182,6 +185,77 @@ void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen,
   }
 }
 
+// A sequence decoding while another's prompt of n_prompt tokens is prefilled beside it
+// (steps of the engine's block and step): its gaps between tokens before that prompt
+// comes and while it is prefilled, and the prompt's time to its first token.
+void decode_beside_prefill(Model& model, Backend& backend, int64_t n_prompt, const EngineOptions& engine_options) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
+  std::vector<int32_t> decoding(64), prompt(static_cast<size_t>(n_prompt));
+  for (auto& t : decoding) t = pick(rng);
+  for (auto& t : prompt) t = pick(rng);
+  EngineOptions opt = engine_options;
+  opt.n_parallel = 2;
+  opt.n_ctx = n_prompt + 4096;
+  opt.prefix_cache_bytes = 0;
+  opt.step_tokens = std::max(opt.step_tokens, opt.prefix_block + opt.n_parallel);
+  Engine engine(model, backend, opt);
+  constexpr size_t kBefore = 32, kAfter = 32;  // the decoding sequence's tokens before and after the prompt's
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Clock::time_point> times;  // the decoding sequence's tokens
+  std::optional<Clock::time_point> submitted, first;
+  size_t after_first = 0;
+  int finished = 0;
+  RequestOptions a;
+  a.prompt = decoding;
+  a.max_tokens = 4000;
+  const auto finish = [&](FinishReason, const RequestStats&, const std::string&) {
+    std::lock_guard lock(mu);
+    ++finished;
+    cv.notify_all();
+  };
+  engine.submit(std::move(a), {[&](const TokenEvent&) {
+                                 std::lock_guard lock(mu);
+                                 times.push_back(Clock::now());
+                                 cv.notify_all();
+                                 return !first || ++after_first < kAfter;
+                               },
+                               finish});
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return times.size() >= kBefore || finished > 0; });
+    if (finished > 0) throw std::runtime_error("batched-bench: the decoding sequence ended early");
+    submitted = Clock::now();
+  }
+  RequestOptions b;
+  b.prompt = prompt;
+  b.max_tokens = 1;
+  engine.submit(std::move(b), {[&](const TokenEvent&) {
+                                 std::lock_guard lock(mu);
+                                 if (!first) first = Clock::now();
+                                 return true;
+                               },
+                               finish});
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return finished == 2; });
+  if (!first) throw std::runtime_error("batched-bench: the prompt gave no token");
+  const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::vector<double> before, during;
+  for (size_t i = 1; i < times.size(); ++i) {
+    if (times[i] <= *submitted) before.push_back(ms(times[i] - times[i - 1]));
+    else if (times[i - 1] < *first) during.push_back(ms(times[i] - std::max(times[i - 1], *submitted)));
+  }
+  std::sort(before.begin(), before.end());
+  double sum = 0;
+  for (double g : during) sum += g;
+  std::printf("| %lld / %lld | %.2f | %zu | %.1f / %.1f | %.1f |\n", static_cast<long long>(opt.prefix_block),
+              static_cast<long long>(opt.step_tokens), before.empty() ? 0.0 : before[before.size() / 2],
+              during.size(), during.empty() ? 0.0 : sum / static_cast<double>(during.size()),
+              during.empty() ? 0.0 : *std::max_element(during.begin(), during.end()), ms(*first - *submitted));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 void add_batched_bench_command(CLI::App& app) {
@@ -189,7 +263,7 @@ void add_batched_bench_command(CLI::App& app) {
     std::string model, parallel = "1,8,32", backend = "auto";
     int64_t prompt = 512, gen = 128;
     int reps = 2, threads = 0;
-    int64_t turn = 0;
+    int64_t turn = 0, beside = 0;
     size_t cache_mib = EngineOptions{}.prefix_cache_bytes >> 20;
     EngineOptions engine;  // --turn's block and step
     float temp = 0, presence = 0;
@@ -211,11 +285,13 @@ void add_batched_bench_command(CLI::App& app) {
       ->capture_default_str();
   add_truncation_options(*cmd, args->chain);  // with --temp
   cmd->add_option("--turn", args->turn, "Instead: time to first token of a second chat turn after one of N tokens");
+  cmd->add_option("--beside", args->beside,
+                  "Instead: a sequence's gaps between tokens while a prompt of N tokens is prefilled beside it");
   cmd->add_option("--prefix-cache-mib", args->cache_mib, "With --turn: the prefix cache's host memory")
       ->capture_default_str();
-  cmd->add_option("--prefix-block", args->engine.prefix_block, "With --turn: prefix-cache block in tokens")
+  cmd->add_option("--prefix-block", args->engine.prefix_block, "With --turn or --beside: prefix-cache block in tokens")
       ->capture_default_str();
-  cmd->add_option("--step-tokens", args->engine.step_tokens, "With --turn: tokens per forward step")
+  cmd->add_option("--step-tokens", args->engine.step_tokens, "With --turn or --beside: tokens per forward step")
       ->capture_default_str();
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");
@@ -224,6 +300,12 @@ void add_batched_bench_command(CLI::App& app) {
     auto file = gguf::GgufFile::open(args->model);
     auto backend = make_backend(args->backend, args->threads);
     auto model = load_model(*file, *backend);
+    if (args->beside > 0) {
+      std::printf("| block / step | gap before (median ms) | gaps during the %lld-token prefill | their mean / longest "
+                  "(ms) | the prompt's first token (ms) |\n|---|---|---|---|---|\n",
+                  static_cast<long long>(args->beside));
+      return decode_beside_prefill(*model, *backend, args->beside, args->engine);
+    }
     if (args->turn > 0) {
       args->engine.prefix_cache_bytes = args->cache_mib << 20;
       args->engine.step_tokens = std::max(args->engine.step_tokens, args->engine.prefix_block + 1);
