@@ -244,7 +244,7 @@ void decode_beside_prefill(Model& model, Backend& backend, int64_t n_prompt, con
   std::vector<double> before, during;
   for (size_t i = 1; i < times.size(); ++i) {
     if (times[i] <= *submitted) before.push_back(ms(times[i] - times[i - 1]));
-    else if (times[i - 1] < *first) during.push_back(ms(times[i] - std::max(times[i - 1], *submitted)));
+    else if (times[i] <= *first) during.push_back(ms(times[i] - std::max(times[i - 1], *submitted)));
   }
   std::sort(before.begin(), before.end());
   double sum = 0;
