@@ -81,7 +81,8 @@ class Backend {
   virtual void host_free(void* p) { ::operator delete(p); }
   // A read into host_alloc memory that need not wait: the copy runs behind the work
   // submitted so far and its bytes are there once sync() or read() returns. A write
-  // from that memory submitted later sees them.
+  // from that memory submitted later sees them (it is ordered after the copy, whatever
+  // its size), but the host must not read them before a sync.
   virtual void read_to_host_alloc(const Tensor& src, void* host, size_t bytes, size_t offset) {
     read(src, host, bytes, offset);
   }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <stdexcept>
 #include <vector>
 
@@ -131,7 +133,9 @@ class CudaBackend final : public Backend {
     check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
     replay_->flush();  // deferred ops must run before this copy
     char* to = static_cast<char*>(dst.data) + offset;
-    if (bytes <= kSmallBytes) {
+    // host_alloc memory may still be filling from a read_to_host_alloc queued on the
+    // stream: its copies stay on the stream too, never read by the host at once.
+    if (bytes <= kSmallBytes && !in_host_alloc(host)) {
       // Through a pinned slot: a copy from pageable memory may wait for the stream,
       // and a step's token ids and positions must not wait for the step before.
       SmallCopy& s = small_writes_[next_write_++ % small_writes_.size()];
@@ -180,9 +184,13 @@ class CudaBackend final : public Backend {
   void* host_alloc(size_t bytes) override {
     void* p = nullptr;
     ZINC_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    host_allocs_[static_cast<const char*>(p)] = bytes;
     return p;
   }
-  void host_free(void* p) override { (void)cudaFreeHost(p); }  // unchecked like ~CudaBackend's: callers are destructors
+  void host_free(void* p) override {
+    host_allocs_.erase(static_cast<const char*>(p));
+    (void)cudaFreeHost(p);  // unchecked like ~CudaBackend's: callers are destructors
+  }
   void read_to_host_alloc(const Tensor& src, void* host, size_t bytes, size_t offset) override {
     check(offset + bytes <= src.nbytes(), "read_to_host_alloc", "out of bounds");
     finish_segment();
@@ -820,6 +828,11 @@ class CudaBackend final : public Backend {
     else launch(stream_);
   }
   void finish_segment() { replay_->finish_segment(); }
+  bool in_host_alloc(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    auto it = host_allocs_.upper_bound(c);
+    return it != host_allocs_.begin() && c < std::prev(it)->first + std::prev(it)->second;
+  }
 
   static constexpr size_t kStagingBytes = size_t{32} << 20;
   struct Staging {
@@ -845,6 +858,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   Staging staging_[2];
   std::vector<void*> allocations_;  // weights and persistent tensors
+  std::map<const char*, size_t> host_allocs_;  // host_alloc's, by start
   static constexpr size_t kRouteWordsBytes = cuda::kMaxRouted * sizeof(unsigned long long);
   unsigned long long* route_words_ = nullptr;  // one token's published picks (ExpertParts::route)
   DeviceArena arena_;

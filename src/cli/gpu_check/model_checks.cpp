@@ -1,6 +1,7 @@
 // gpu-check's whole-model checks: a tiny model of an architecture written by synth,
 // run on the CPU backend, the CUDA backend with graphs and without: prefill, decode,
-// 2048 decoded tokens, generate() with the sampler chain, repeat runs bitwise equal.
+// 2048 decoded tokens, generate() with the sampler chain, repeat runs bitwise equal,
+// the prefix cache's store and restore.
 #ifdef ZINC_WITH_CUDA
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "runtime/generator.h"
+#include "runtime/prefix_cache.h"
 
 namespace zinc::cli::gpu_check {
 namespace {
@@ -278,6 +280,25 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
                                e.tokens == std::vector<int32_t>(want.begin(), want.begin() + first) &&
                                s.n_past == static_cast<int64_t>(prompt.size() + first + 1);
     c.report(preset + " generate(), ended by a token the sequence absorbed: not as documented", !as_documented, 0);
+  }
+
+  // The prefix cache on the device (the serving engine's): blocks stored while their
+  // copies still queue behind the passes that wrote them, and restored into a fresh
+  // sequence at once, continue bitwise as the original does. Blocks of 2 tokens make
+  // small row copies, which the backend might otherwise take from host memory at once.
+  for (const int64_t block : {2, 16}) {
+    PrefixCache cache(block, size_t{64} << 20);
+    const auto p = tokens(4 * block), next = tokens(8);
+    SequenceState original = m_gpu->new_sequence(256), restored = m_gpu->new_sequence(256);
+    for (int64_t at = 0; at < 4 * block; at += block) {
+      m_gpu->forward(original, std::span<const int32_t>(p).subspan(static_cast<size_t>(at), static_cast<size_t>(block)), 1);
+      cache.store(*gpu, std::span<const int32_t>(p).first(static_cast<size_t>(at + block)), original, true);
+    }
+    const int64_t resumed = cache.restore(*gpu, p, 4 * block, restored);
+    const auto want = read_logits(*gpu, m_gpu->forward(original, next, 8));
+    const auto got = read_logits(*gpu, m_gpu->forward(restored, next, 8));
+    c.report(preset + " prefix cache, blocks of " + std::to_string(block) + ", restored at once != the original",
+             resumed != 4 * block || std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0, 0);
   }
 
   // Sliding windows' KV rings (blocks::kv_cache_rows) wrapped many times: a 300-token
