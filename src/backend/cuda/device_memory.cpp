@@ -25,7 +25,9 @@ void* device_malloc(size_t bytes, const char* advice) {
 
 namespace {
 void* scratch_chunk(size_t bytes) {
-  return device_malloc(bytes, "this is scratch for a forward pass: fewer tokens a pass need less (run and chat: -u; serve: --step-tokens and --prefix-block)");
+  return device_malloc(bytes,
+                       "this is scratch for a forward pass: fewer tokens a pass need less (run and chat: -u; "
+                       "serve: --step-tokens and --prefix-block)");
 }
 }  // namespace
 
