@@ -64,7 +64,7 @@ Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_
   EngineOptions opt;
   opt.n_parallel = n_seq;
   opt.n_ctx = n_prompt + n_gen + 1;
-  opt.step_tokens = std::max(opt.step_tokens, opt.prefix_block + n_seq);  // the engine's chunks, as serve runs them
+  fit_step_tokens(opt);  // the engine's chunks, as serve runs them
   opt.prefix_cache_bytes = 0;
   opt.max_queue = n_seq;
   Engine engine(model, backend, opt);
@@ -150,7 +150,10 @@ FirstToken first_token(Engine& engine, std::vector<int32_t> prompt, int64_t n_ge
   return out;
 }
 
-void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen, const EngineOptions& engine_options) {
+void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen, EngineOptions engine_options) {
+  engine_options.n_parallel = 1;
+  engine_options.n_ctx = n_turn + 2 * n_gen + 64;
+  fit_step_tokens(engine_options);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.n_vocab() - 1));
   std::vector<int32_t> turn1(static_cast<size_t>(n_turn));
@@ -166,8 +169,6 @@ void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen,
   std::vector<int32_t> uncached_reply;  // greedy: a restored prefix must not change a token
   for (bool cache : {false, true}) {
     EngineOptions opt = engine_options;
-    opt.n_parallel = 1;
-    opt.n_ctx = n_turn + 2 * n_gen + 64;
     if (!cache) opt.prefix_cache_bytes = 0;
     Engine engine(model, backend, opt);
     const FirstToken a = first_token(engine, turn1, n_gen);
@@ -198,7 +199,7 @@ void decode_beside_prefill(Model& model, Backend& backend, int64_t n_prompt, con
   opt.n_parallel = 2;
   opt.n_ctx = n_prompt + 4096;
   opt.prefix_cache_bytes = 0;
-  opt.step_tokens = std::max(opt.step_tokens, opt.prefix_block + opt.n_parallel);
+  fit_step_tokens(opt);
   Engine engine(model, backend, opt);
   constexpr size_t kBefore = 32, kAfter = 32;  // the decoding sequence's tokens before and after the prompt's
   std::mutex mu;
@@ -308,7 +309,6 @@ void add_batched_bench_command(CLI::App& app) {
     }
     if (args->turn > 0) {
       args->engine.prefix_cache_bytes = args->cache_mib << 20;
-      args->engine.step_tokens = std::max(args->engine.step_tokens, args->engine.prefix_block + 1);
       return prefix_reuse(*model, *backend, args->turn, args->gen, args->engine);
     }
     SamplerParams sampling = args->chain;

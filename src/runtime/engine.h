@@ -19,14 +19,15 @@
 // position 0; at each block end the engine copies the block's KV rows into the
 // PrefixCache, and at some block ends the recurrent states too. A new request starts
 // from the longest cached block prefix of its prompt that ends at such a checkpoint,
-// and prefills only the rest. Chunks
-// always end on block boundaries, so a resumed prompt runs the same computation as
-// a fresh one and outputs are identical with the cache on or off.
+// and prefills only the rest. Chunks always end on block boundaries, so a resumed
+// prompt runs the same computation as a fresh one and outputs are identical with the
+// cache on or off.
 //
 // Callbacks run on the engine thread: they must return quickly (hand the event to
 // the connection's thread) and must not call back into the engine except cancel().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -116,6 +117,10 @@ struct EngineOptions {
   // can resume from on a model with recurrent layers.
   int64_t prefix_checkpoint_tokens = 1024;
 };
+
+// Raises o.step_tokens to the least the engine accepts: one prompt chunk (a block)
+// beside every slot's decoding token.
+inline void fit_step_tokens(EngineOptions& o) { o.step_tokens = std::max(o.step_tokens, o.prefix_block + o.n_parallel); }
 
 struct EngineMetrics {
   int64_t requests_total = 0, requests_running = 0, requests_waiting = 0;

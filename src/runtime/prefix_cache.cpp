@@ -70,6 +70,12 @@ size_t PrefixCache::bytes() const {
 int64_t PrefixCache::entries() const { return entries_; }
 int64_t PrefixCache::checkpoints() const { return checkpoints_; }
 
+// Whether the budget holds one node's KV rows and its checkpoint: else nothing stored
+// could ever be restored.
+bool PrefixCache::holds_a_node() const {
+  return unit_bytes_ > 0 && budget_ / unit_bytes_ >= kv_units_ + state_units_;
+}
+
 bool PrefixCache::has_checkpoint(const Node* n) const { return state_units_ == 0 || !n->state.empty(); }
 
 PrefixCache::Layout PrefixCache::layout_of(const SequenceState& seq) const {
@@ -100,6 +106,17 @@ void PrefixCache::pieces(const std::vector<char*>& units, size_t at, size_t byte
     const size_t len = std::min(bytes - done, unit_bytes_ - in);
     f(units[unit] + in, len, done);
     done += len;
+  }
+}
+
+template <class F>
+void PrefixCache::checkpoint_pieces(const SequenceState& seq, const std::vector<char*>& units, F&& f) const {
+  for (size_t l = 0; l < seq.layers.size(); ++l) {
+    const LayerState& ls = seq.layers[l];
+    for (const Part p : {Part{&ls.conv, layout_.conv[l]}, Part{&ls.delta, layout_.delta[l]}})
+      if (!p.tensor->empty())
+        pieces(units, p.at, p.tensor->nbytes(),
+               [&](char* host, size_t len, size_t done) { f(*p.tensor, host, len, done); });
   }
 }
 
@@ -146,13 +163,9 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
   }
   Node* last = path.back();
   last->state_used = tick_;
-  for (size_t l = 0; l < seq.layers.size(); ++l) {
-    const LayerState& ls = seq.layers[l];
-    for (const Part p : {Part{&ls.conv, layout_.conv[l]}, Part{&ls.delta, layout_.delta[l]}})
-      if (!p.tensor->empty())
-        pieces(last->state, p.at, p.tensor->nbytes(),
-               [&](const char* host, size_t len, size_t done) { backend.write(*p.tensor, host, len, done); });
-  }
+  checkpoint_pieces(seq, last->state, [&](const Tensor& t, const char* host, size_t len, size_t offset) {
+    backend.write(t, host, len, offset);
+  });
   seq.n_past = end;
   return end;
 }
@@ -164,7 +177,7 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
   if (backend_ && backend_ != &backend) throw std::invalid_argument("prefix cache: one backend serves every call");
   if (unit_bytes_ == 0) set_layout(seq);
   else if (layout_of(seq) != layout_) return;  // another sequence shape: its snapshots would not fit the units
-  if (unit_bytes_ == 0 || budget_ / unit_bytes_ < kv_units_ + state_units_) return;  // not one restorable node
+  if (!holds_a_node()) return;
   Node* parent = root_.get();
   for (int64_t end = block_; end < n; end += block_) {
     parent = find_child(parent, tokens.subspan(end - block_, block_));
@@ -207,13 +220,9 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     if (!take_units(backend, state_units_, node, nullptr, units)) return;
     node->state = std::move(units);
     ++checkpoints_;
-    for (size_t l = 0; l < seq.layers.size(); ++l) {
-      const LayerState& ls = seq.layers[l];
-      for (const Part p : {Part{&ls.conv, layout_.conv[l]}, Part{&ls.delta, layout_.delta[l]}})
-        if (!p.tensor->empty())
-          pieces(node->state, p.at, p.tensor->nbytes(),
-                 [&](char* host, size_t len, size_t done) { backend.read_to_host_alloc(*p.tensor, host, len, done); });
-    }
+    checkpoint_pieces(seq, node->state, [&](const Tensor& t, char* host, size_t len, size_t offset) {
+      backend.read_to_host_alloc(t, host, len, offset);
+    });
   }
   node->state_used = tick_;
 }
@@ -230,7 +239,7 @@ void PrefixCache::set_layout(const SequenceState& seq) {
 void PrefixCache::reserve(Backend& backend, const SequenceState& shape) {
   if (budget_ == 0 || (backend_ && backend_ != &backend)) return;
   if (unit_bytes_ == 0) set_layout(shape);
-  if (unit_bytes_ == 0 || budget_ / unit_bytes_ < kv_units_ + state_units_) return;  // store would keep nothing
+  if (!holds_a_node()) return;  // store would keep nothing
   while (grow(backend)) {
   }
 }

@@ -74,6 +74,11 @@ class PrefixCache {
   // at host, `done` bytes into the range.
   template <class F>
   void pieces(const std::vector<char*>& units, size_t at, size_t bytes, F&& f) const;
+  // f(tensor, host, n, offset) for each piece of seq's recurrent states (every conv and
+  // delta part) in a checkpoint's units: n bytes at host, offset bytes into the tensor.
+  template <class F>
+  void checkpoint_pieces(const SequenceState& seq, const std::vector<char*>& units, F&& f) const;
+  bool holds_a_node() const;
   // `count` free units, giving up nodes or checkpoints as needed but never `keep`'s
   // node or `keep_checkpoint`'s checkpoint; false when they cannot be had.
   bool take_units(Backend& backend, size_t count, const Node* keep, const Node* keep_checkpoint,

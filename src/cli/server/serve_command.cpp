@@ -59,7 +59,7 @@ void serve(ServeArgs& a) {
   TextModel tm = TextModel::load(a.model);
   if (!a.chat_template_file.empty()) tm.chat_template = read_text(a.chat_template_file);
   a.engine.n_ctx = tm.context_length(a.model.ctx);
-  a.engine.step_tokens = std::max(a.engine.step_tokens, a.engine.prefix_block + a.engine.n_parallel);
+  fit_step_tokens(a.engine);
   Engine engine(*tm.model, *tm.backend, a.engine);
   server::HttpServer http({*tm.tokenizer, tm.chat_template, tm.eog_ids, engine}, a.server);
   const int port = http.bind();
