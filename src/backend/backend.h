@@ -57,6 +57,11 @@ inline bool one_or_per_token(std::span<const Tensor> a, std::span<const Tensor> 
   return !a.empty() && a.size() == b.size() && (a.size() == 1 || static_cast<int64_t>(a.size()) == n_tokens);
 }
 
+// A point in a forward pass's scratch (Backend::scratch_mark).
+struct ScratchMark {
+  size_t chunk = 0, used = 0, taken = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -71,6 +76,16 @@ class Backend {
   // Memory for one forward pass; everything from scratch() is released by scratch_reset().
   virtual Tensor scratch(DType t, std::initializer_list<int64_t> dims) = 0;
   virtual void scratch_reset() = 0;
+  // scratch_rewind(mark) gives back what scratch() returned after the mark, for the
+  // pass's later scratch() calls. A model gives back each layer's intermediates when
+  // the layer ends (what outlives it was taken before the mark), so a long prompt's
+  // pass holds one layer's, not every layer's. Ops already issued may still read that
+  // memory: the backend orders later ops' writes after those reads (the CPU runs ops in
+  // turn; a CUDA kernel writes nothing before its wait for the kernels ahead of it).
+  virtual ScratchMark scratch_mark() const = 0;
+  virtual void scratch_rewind(const ScratchMark& mark) = 0;
+  // Scratch memory held now (after a pass: what that pass needed at its peak, or more).
+  virtual size_t scratch_bytes() const = 0;
   virtual void write(const Tensor& dst, const void* host, size_t bytes, size_t offset = 0) = 0;
   virtual void read(const Tensor& src, void* host, size_t bytes, size_t offset = 0) = 0;
   // Host memory that write and read move fastest (page-locked for a GPU), for large

@@ -332,6 +332,9 @@ void add_bench_command(CLI::App& app) {
       } else if (args->gen > 0)
         run("tg" + std::to_string(args->gen), args->gen, [&](int64_t n) { return runner.generate(n); }, true);
     }
+    // After the last run: at least what the largest pass needed at its peak (-u's prompt chunk).
+    std::printf("\nscratch memory held after the runs: %.1f MiB\n",
+                static_cast<double>(backend->scratch_bytes()) / (1024.0 * 1024));
   });
 }
 

@@ -106,12 +106,6 @@ Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps) {
   return y;
 }
 
-Tensor add(Backend& be, const Tensor& a, const Tensor& b) {
-  Tensor y = be.scratch(DType::F32, {a.ne[0], a.ne[1], a.ne[2], a.ne[3]});
-  be.add(a, b, y);
-  return y;
-}
-
 std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x) {
   std::vector<Tensor> y;
   for (const Tensor& wi : w) y.push_back(be.scratch(DType::F32, {wi.ne[1], x.rows()}));

@@ -34,7 +34,6 @@ Tensor finish_forward(Backend& be, const Batch& batch, const Tensor& x);
 // y {out, n} = w · x, in fresh scratch.
 Tensor linear(Backend& be, const Tensor& w, const Tensor& x);
 Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps);
-Tensor add(Backend& be, const Tensor& a, const Tensor& b);
 // y[i] {w[i].ne[1], n} = w[i] · x for each weight, in one backend call (one launch on a GPU).
 std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x);
 // The residual add fused with the norm that follows it: x += b in place (x +=

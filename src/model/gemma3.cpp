@@ -19,6 +19,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -110,17 +111,23 @@ class Gemma3 final : public Model {
     be_.embed(tok_embd_, batch.ids, x);
     be_.scale(x, std::sqrt(static_cast<float>(n_embd_)), x);
     trace(x, "embed");
+    // A layer reads h and writes the next layer's into h_next; the rest of its scratch is
+    // given back when it ends.
     Tensor h = blocks::rms_norm(be_, x, layers_[0].attn_norm, eps_);
+    Tensor h_next = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     for (int il = 0; il < n_layer_; ++il) {
+      const ScratchMark layer_start = be_.scratch_mark();
       const Layer& L = layers_[il];
       Tensor attn = blocks::attention(be_, L.attn, L.local ? local_ : global_, batch, il, h);
       trace(attn, "attn_out", il);
-      h = blocks::add_rms_norm(be_, x, attn, L.ffn_norm, eps_, &L.post_attention_norm);
-      Tensor ffn = blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Gelu);
+      const Tensor hf = blocks::add_rms_norm(be_, x, attn, L.ffn_norm, eps_, &L.post_attention_norm);
+      Tensor ffn = blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Gelu);
       trace(ffn, "ffn_out", il);
       const Tensor& next_norm = il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_;
-      h = blocks::add_rms_norm(be_, x, ffn, next_norm, eps_, &L.post_ffw_norm);
+      be_.add_rms_norm(x, ffn, &L.post_ffw_norm, next_norm, eps_, x, h_next);
       trace(x, "layer_out", il);
+      be_.scratch_rewind(layer_start);
+      std::swap(h, h_next);
     }
     // h is the output norm of every row; the wanted rows go to the LM head.
     Tensor last = blocks::finish_forward(be_, batch, h);

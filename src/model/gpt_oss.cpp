@@ -20,6 +20,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -129,17 +130,23 @@ class GptOss final : public Model {
     Tensor x = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     be_.embed(tok_embd_, batch.ids, x);
     trace(x, "embed");
+    // A layer reads h and writes the next layer's into h_next; the rest of its scratch is
+    // given back when it ends.
     Tensor h = blocks::rms_norm(be_, x, layers_[0].attn_norm, eps_);
+    Tensor h_next = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     for (int il = 0; il < n_layer_; ++il) {
+      const ScratchMark layer_start = be_.scratch_mark();
       const Layer& L = layers_[il];
       Tensor attn = blocks::attention(be_, L.attn, L.local ? local_ : global_, batch, il, h);
       trace(attn, "attn_out", il);
-      h = blocks::add_rms_norm(be_, x, attn, L.post_attention_norm, eps_);
-      Tensor ffn = blocks::moe(be_, L.moe, moe_, h);
+      const Tensor hf = blocks::add_rms_norm(be_, x, attn, L.post_attention_norm, eps_);
+      Tensor ffn = blocks::moe(be_, L.moe, moe_, hf);
       trace(ffn, "ffn_out", il);
       const Tensor& next_norm = il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_;
-      h = blocks::add_rms_norm(be_, x, ffn, next_norm, eps_);
+      be_.add_rms_norm(x, ffn, nullptr, next_norm, eps_, x, h_next);
       trace(x, "layer_out", il);
+      be_.scratch_rewind(layer_start);
+      std::swap(h, h_next);
     }
     // h is the output norm of every row; the wanted rows go to the LM head.
     Tensor last = blocks::finish_forward(be_, batch, h);

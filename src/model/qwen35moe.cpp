@@ -4,6 +4,7 @@
 // Norm weights are stored +1 by the converter, so plain RMSNorm applies.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -124,17 +125,23 @@ class Qwen35 final : public Model {
     trace(x, "embed");
     blocks::MoeOptions moe_opt{static_cast<int>(n_expert_used_), true};
     // Each residual add is fused with the norm after it (the next layer's, or the output norm).
+    // A layer reads h and writes the next layer's into h_next; the rest of its scratch is
+    // given back when it ends.
     Tensor h = blocks::rms_norm(be_, x, layers_[0].attn_norm, eps_);
+    Tensor h_next = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     for (int il = 0; il < n_layer_; ++il) {
+      const ScratchMark layer_start = be_.scratch_mark();
       Layer& L = layers_[il];
       Tensor mix = L.full_attention ? blocks::attention(be_, L.attn, attn_, batch, il, h)
                                     : blocks::gated_delta_net(be_, L.gdn, gdn_, batch, il, h);
       trace(mix, L.full_attention ? "attn_out" : "gdn_out", il);
-      h = blocks::add_rms_norm(be_, x, mix, L.post_attention_norm, eps_);
-      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, h) : blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Silu);
+      const Tensor hf = blocks::add_rms_norm(be_, x, mix, L.post_attention_norm, eps_);
+      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, hf) : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
-      h = blocks::add_rms_norm(be_, x, ffn, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_);
+      be_.add_rms_norm(x, ffn, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x, h_next);
       trace(x, "layer_out", il);
+      be_.scratch_rewind(layer_start);
+      std::swap(h, h_next);
     }
     Tensor last = blocks::finish_forward(be_, batch, h);
     if (last.empty()) return last;

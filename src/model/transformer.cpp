@@ -109,17 +109,21 @@ class Transformer final : public Model {
     Tensor x = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     be_.embed(tok_embd_, batch.ids, x);
     trace(x, "embed");
+    // The residual x is summed in place; the rest of a layer's scratch is given back when
+    // it ends.
     for (int il = 0; il < n_layer_; ++il) {
+      const ScratchMark layer_start = be_.scratch_mark();
       const Layer& L = layers_[il];
       Tensor h = blocks::rms_norm(be_, x, L.attn_norm, eps_);
       Tensor attn = blocks::attention(be_, L.attn, attn_, batch, il, h);
       trace(attn, "attn_out", il);
-      x = blocks::add(be_, x, attn);
+      be_.add(x, attn, x);
       h = blocks::rms_norm(be_, x, L.ffn_norm, eps_);
       Tensor ffn = variant_.moe ? blocks::moe(be_, L.moe, moe_, h) : blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
-      x = blocks::add(be_, x, ffn);
+      be_.add(x, ffn, x);
       trace(x, "layer_out", il);
+      be_.scratch_rewind(layer_start);
     }
     Tensor last = blocks::finish_forward(be_, batch, x);
     if (last.empty()) return last;

@@ -16,6 +16,7 @@
 #include "backend/cpu/delta_rule.h"
 #include "backend/cpu/row_dot.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/scratch_arena.h"
 #include "gguf/gguf.h"
 #include "quant/half.h"
 #include "quant/quant.h"
@@ -41,40 +42,13 @@ struct AlignedFree {
 };
 using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
 
-// Bump allocator for per-pass scratch; grows by whole chunks and folds them into
-// one on reset so steady state is a single allocation.
-class Arena {
- public:
-  void* take(size_t bytes) {
-    bytes = (bytes + 63) & ~size_t{63};
-    if (chunks_.empty() || used_ + bytes > chunks_.back().size) {
-      size_t size = std::max<size_t>(bytes, chunks_.empty() ? (size_t{1} << 20) : chunks_.back().size * 2);
-      chunks_.push_back({Buffer(new (std::align_val_t{64}) std::byte[size]), size});
-      used_ = 0;
-    }
-    void* p = chunks_.back().data.get() + used_;
-    used_ += bytes;
-    total_ += bytes;
-    return p;
-  }
-  void reset() {
-    if (chunks_.size() > 1) {
-      size_t size = 0;
-      for (auto& c : chunks_) size += c.size;
-      chunks_.clear();
-      chunks_.push_back({Buffer(new (std::align_val_t{64}) std::byte[size]), size});
-    }
-    used_ = 0;
-    total_ = 0;
-  }
-
- private:
-  struct Chunk {
-    Buffer data;
-    size_t size;
-  };
-  std::vector<Chunk> chunks_;
-  size_t used_ = 0, total_ = 0;
+// Host chunks for the scratch arena, doubling from 1 MiB.
+struct HostChunks {
+  static constexpr size_t kAlign = 64;
+  void* allocate(size_t bytes) { return ::operator new[](bytes, std::align_val_t{kAlign}); }
+  void release(void* p) { ::operator delete[](p, std::align_val_t{kAlign}); }
+  size_t chunk_size(size_t need, size_t last) { return std::max(need, last ? 2 * last : size_t{1} << 20); }
+  void before_fold() {}
 };
 
 class CpuBackend final : public Backend {
@@ -104,6 +78,9 @@ class CpuBackend final : public Backend {
     return t;
   }
   void scratch_reset() override { arena_.reset(); }
+  ScratchMark scratch_mark() const override { return arena_.mark(); }
+  void scratch_rewind(const ScratchMark& mark) override { arena_.rewind(mark); }
+  size_t scratch_bytes() const override { return arena_.held_bytes(); }
   void write(const Tensor& dst, const void* host, size_t bytes, size_t offset) override {
     check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
     std::memcpy(static_cast<char*>(dst.data) + offset, host, bytes);
@@ -635,7 +612,7 @@ class CpuBackend final : public Backend {
   }
 
   cpu::ThreadPool pool_;
-  Arena arena_;
+  ScratchArena<HostChunks> arena_;
   std::vector<Buffer> persistent_;
 };
 

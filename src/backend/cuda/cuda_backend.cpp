@@ -1,6 +1,6 @@
 // CudaBackend: the ops of backend.h on one CUDA stream, plus transparent graph
 // replay of repeated forward passes (graph_replay.h) and a scratch arena per forward
-// pass (device_memory.h).
+// pass (scratch_arena.h, with device_memory.h's chunks).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
@@ -19,6 +19,7 @@
 #include "backend/cuda/graph_replay.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/scratch_arena.h"
 #include "gguf/gguf.h"
 
 namespace zinc {
@@ -45,7 +46,6 @@ const char* op_name(uint64_t id) {
   return id < std::size(names) ? names[id] : "?";
 }
 
-using cuda::DeviceArena;
 using cuda::Key;
 using cuda::Launch;
 using cuda::device_malloc;
@@ -127,8 +127,11 @@ class CudaBackend final : public Backend {
   }
   void scratch_reset() override {
     replay_->finish_segment();
-    replay_->begin_segment(arena_.reset(stream_));
+    replay_->begin_segment(arena_.reset());
   }
+  ScratchMark scratch_mark() const override { return arena_.mark(); }
+  void scratch_rewind(const ScratchMark& mark) override { arena_.rewind(mark); }
+  size_t scratch_bytes() const override { return arena_.held_bytes(); }
   void write(const Tensor& dst, const void* host, size_t bytes, size_t offset) override {
     check(offset + bytes <= dst.nbytes(), "write", "out of bounds");
     replay_->flush();  // deferred ops must run before this copy
@@ -861,7 +864,7 @@ class CudaBackend final : public Backend {
   std::map<const char*, size_t> host_allocs_;  // host_alloc's, by start
   static constexpr size_t kRouteWordsBytes = cuda::kMaxRouted * sizeof(unsigned long long);
   unsigned long long* route_words_ = nullptr;  // one token's published picks (ExpertParts::route)
-  DeviceArena arena_;
+  ScratchArena<cuda::DeviceChunks> arena_{cuda::DeviceChunks{&stream_}};
   std::unique_ptr<cuda::DenseGemm> dense_;
 
   std::unique_ptr<cuda::GraphReplay> replay_;  // on stream_

@@ -23,7 +23,9 @@ namespace zinc::cuda {
 // activations. Since each kernel completes only after its wait, a kernel past its
 // wait sees every earlier kernel's writes; before its wait it may read nothing but
 // weights and state no earlier kernel of the step writes (moe.cu has the one
-// exception, and waits first to allow it).
+// exception, and waits first to allow it), and write no global memory: a pass gives
+// each layer's scratch to the next (Backend::scratch_rewind), so the kernels still
+// running ahead of it may be reading the memory it writes.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -1,6 +1,5 @@
 #include "backend/cuda/device_memory.h"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -23,40 +22,14 @@ void* device_malloc(size_t bytes, const char* advice) {
   return p;
 }
 
-namespace {
-void* scratch_chunk(size_t bytes) {
+void* DeviceChunks::allocate(size_t bytes) {
   return device_malloc(bytes,
                        "this is scratch for a forward pass: fewer tokens a pass need less (run and chat: -u; "
                        "serve: --step-tokens and --prefix-block)");
 }
-}  // namespace
 
-void* DeviceArena::take(size_t bytes) {
-  bytes = (bytes + 255) & ~size_t{255};
-  if (chunks_.empty() || used_ + bytes > chunks_.back().size) {
-    const size_t size = std::max(bytes, kStep);
-    chunks_.push_back({scratch_chunk(size), size});
-    used_ = 0;
-  }
-  void* p = static_cast<char*>(chunks_.back().ptr) + used_;
-  used_ += bytes;
-  taken_ += bytes;
-  return p;
-}
+void DeviceChunks::release(void* p) { cudaFree(p); }
 
-bool DeviceArena::reset(cudaStream_t stream) {
-  const size_t need = taken_;
-  used_ = taken_ = 0;
-  if (chunks_.size() <= 1) return false;
-  ZINC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  release();
-  chunks_.push_back({scratch_chunk(need), need});
-  return true;
-}
-
-void DeviceArena::release() {
-  for (auto& c : chunks_) cudaFree(c.ptr);
-  chunks_.clear();
-}
+void DeviceChunks::before_fold() { ZINC_CUDA_CHECK(cudaStreamSynchronize(*stream)); }
 
 }  // namespace zinc::cuda

@@ -1,11 +1,10 @@
 // Device memory for CudaBackend: allocations that fail with a message saying what did
-// not fit, and the scratch arena of a forward pass.
+// not fit, and the chunks of a forward pass's scratch arena.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <vector>
 
 namespace zinc::cuda {
 
@@ -13,32 +12,17 @@ namespace zinc::cuda {
 // and what to try (`advice`), and leaves the backend usable.
 void* device_malloc(size_t bytes, const char* advice);
 
-// Scratch memory: bump allocation from chunks; on reset several chunks fold into
-// one of exactly the last pass's size, so the steady state is one chunk and identical
-// op sequences get identical addresses (graph_replay.h relies on it). Chunks grow by a
-// fixed step rather than by doubling: the first pass of a larger shape then holds its
-// need plus at most one step, not up to twice its need (a 2048-token prefill of the
-// flagship takes ~30 GB).
-class DeviceArena {
- public:
-  DeviceArena() = default;
-  DeviceArena(const DeviceArena&) = delete;
-  DeviceArena& operator=(const DeviceArena&) = delete;
-  ~DeviceArena() { release(); }
-  void* take(size_t bytes);
-  // True when the memory moved (the caller must have synchronized).
-  bool reset(cudaStream_t stream);
-
- private:
-  void release();
+// Device chunks for the scratch arena (scratch_arena.h). Chunks grow by a fixed step
+// rather than by doubling: the first pass of a larger shape then holds its need plus at
+// most one step, not up to twice its need.
+struct DeviceChunks {
+  static constexpr size_t kAlign = 256;
   static constexpr size_t kStep = size_t{256} << 20;
-  struct Chunk {
-    void* ptr;
-    size_t size;
-  };
-  std::vector<Chunk> chunks_;
-  size_t used_ = 0;   // in the last chunk
-  size_t taken_ = 0;  // by this pass, over all chunks
+  const cudaStream_t* stream = nullptr;  // synchronized before the chunks are folded
+  void* allocate(size_t bytes);
+  void release(void* p);
+  size_t chunk_size(size_t need, size_t /*last*/) const { return need > kStep ? need : kStep; }
+  void before_fold();
 };
 
 }  // namespace zinc::cuda

@@ -177,8 +177,6 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
     }
   }
   __syncthreads();
-  if (!kGateUp && p.part_weights && blockIdx.x == 0)
-    for (int i = threadIdx.x; i < p.n * p.k; i += blockDim.x) p.part_weights[i] = weights[i];
 
   // Units: gate_up a (pair, row), one step; down a (token, row pair), a step per expert.
   const int halves = (p.out + 1) / 2;
@@ -222,6 +220,9 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
   };
   for (int s = 0; s < kStages / 2; ++s) issue(s);
   if (!kGateUp && by_logits) pdl_begin();  // act is gate_up's
+  // Written after the wait: a later layer's scratch may reuse memory the kernels ahead read.
+  if (!kGateUp && p.part_weights && blockIdx.x == 0)
+    for (int i = threadIdx.x; i < p.n * p.k; i += blockDim.x) p.part_weights[i] = weights[i];
 
   // The activation rows: gate_up the tokens' x, down each pair's act.
   auto* xq = rings + static_cast<size_t>(kWarps<kGateUp>) * kStages * p.slot_bytes;
