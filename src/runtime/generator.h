@@ -28,9 +28,10 @@ namespace zinc {
 struct GenerateOptions {
   int64_t max_tokens = 256;     // tokens to generate at most
   // Prompt tokens per forward call. Each call reads every routed expert's weights
-  // once, so longer chunks read less per token (H100, pp2048: 11.8k tokens/s in
-  // chunks of 512, 17.4k in one of 2048; docs/PERFORMANCE.md).
-  int64_t prefill_chunk = 2048;
+  // once, so longer chunks read less per token (H200, the flagship's pp8192: 24.7k
+  // tokens/s in chunks of 2048, 27.5k in 4096, 29.3k in 8192), for about 355 KB of GPU
+  // scratch a token (1.5 GB at 4096; docs/PERFORMANCE.md, session 48).
+  int64_t prefill_chunk = 4096;
   std::vector<int32_t> eog_ids;  // sampling one of these ends the reply (not streamed)
 };
 
