@@ -20,50 +20,67 @@ bool spin_wait(const Done& done) {
   }
 }
 
-void run_part(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int parts, int i) {
-  int64_t begin = n * i / parts, end = n * (i + 1) / parts;
-  if (begin < end) fn(begin, end, i);
-}
-
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  // The calling thread runs part 0; workers run parts 1..n-1.
+  // The calling thread is thread 0; workers are 1..n-1.
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
+void ThreadPool::run_parts(Job& job, int thread_index) {
+  for (;;) {
+    const int i = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= job.parts) return;
+    const int64_t begin = job.n * i / job.parts, end = job.n * (i + 1) / job.parts;
+    (*job.fn)(begin, end, thread_index);
+    if (job.finished.fetch_add(1, std::memory_order_acq_rel) + 1 == job.parts) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller checks `finished` under mu_ before it sleeps
+      done_cv_.notify_one();
+    }
+  }
+}
+
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
-  int parts = static_cast<int>(std::min<int64_t>(n_threads_, std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
-  if (parts <= 1) {
+  const int64_t most = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+  if (n_threads_ == 1 || most == 1) {
     fn(0, n, 0);
     return;
   }
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  // A part a thread, as when parts were assigned: more parts cost the idle case (each
+  // taken with atomics another core also writes) and gained nothing under load
+  // (PERFORMANCE.md, session 48).
+  job.parts = static_cast<int>(std::min<int64_t>(most, n_threads_));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_parts_ = parts;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    job_.store(&job, std::memory_order_seq_cst);
     generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
-  run_part(fn, n, parts, 0);
-  const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  run_parts(job, 0);
+  const auto all_done = [&] { return job.finished.load(std::memory_order_acquire) == job.parts; };
   if (!spin_wait(all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);
   }
+  // No worker may start on the job once it returns: a worker counts itself in
+  // `looking_` before it reads job_, and the caller reads `looking_` after clearing
+  // job_ (both sequentially consistent), so one of the two sees the other.
+  job_.store(nullptr, std::memory_order_seq_cst);
+  while (looking_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
 void ThreadPool::worker(int index) {
@@ -74,15 +91,11 @@ void ThreadPool::worker(int index) {
       std::unique_lock<std::mutex> lock(mu_);
       start_cv_.wait(lock, moved);
     }
-    // The acquire load that saw generation_ move makes stop_ and job_* visible; none
-    // of them changes again before this worker counts itself done below.
-    seen = generation_.load(std::memory_order_relaxed);
-    if (stop_) return;
-    if (index < job_parts_) run_part(*job_, job_n_, job_parts_, index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);  // the caller checks pending_ under mu_ before it sleeps
-      done_cv_.notify_one();
-    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    looking_.fetch_add(1, std::memory_order_seq_cst);
+    if (Job* job = job_.load(std::memory_order_seq_cst)) run_parts(*job, index);
+    looking_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
