@@ -163,8 +163,9 @@ void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen,
   std::printf("prefix block %lld tokens, %lld tokens a step\n\n", static_cast<long long>(engine_options.prefix_block),
               static_cast<long long>(engine_options.step_tokens));
   std::printf("| prefix cache | turn 1: %lld prompt tokens, ms to first token | turn 2: prompt tokens (restored) | "
-              "turn 2: ms to first token | turn 2's reply as without the cache | cache: MiB, blocks, checkpoints |\n"
-              "|---|---|---|---|---|---|\n",
+              "turn 2: ms to first token | turn 2's reply as without the cache | cache: MiB, blocks, checkpoints | "
+              "engine warm-up: ms |\n"
+              "|---|---|---|---|---|---|---|\n",
               static_cast<long long>(n_turn));
   std::vector<int32_t> uncached_reply;  // greedy: a restored prefix must not change a token
   for (bool cache : {false, true}) {
@@ -178,10 +179,11 @@ void prefix_reuse(Model& model, Backend& backend, int64_t n_turn, int64_t n_gen,
     const FirstToken b = first_token(engine, turn2, n_gen);
     if (!cache) uncached_reply = b.reply;
     const EngineMetrics m = engine.metrics();
-    std::printf("| %s | %.1f | %zu (%lld) | %.1f | %s | %.0f, %lld, %lld |\n", cache ? "on" : "off", a.seconds * 1e3,
-                turn2.size(), static_cast<long long>(b.cached), b.seconds * 1e3,
+    std::printf("| %s | %.1f | %zu (%lld) | %.1f | %s | %.0f, %lld, %lld | %.1f |\n", cache ? "on" : "off",
+                a.seconds * 1e3, turn2.size(), static_cast<long long>(b.cached), b.seconds * 1e3,
                 !cache ? "-" : b.reply == uncached_reply ? "same" : "DIFFERS", double(m.prefix_cache_bytes) / (1 << 20),
-                static_cast<long long>(m.prefix_cache_entries), static_cast<long long>(m.prefix_cache_checkpoints));
+                static_cast<long long>(m.prefix_cache_entries), static_cast<long long>(m.prefix_cache_checkpoints),
+                m.warm_up_seconds * 1e3);
     std::fflush(stdout);
   }
 }
@@ -293,6 +295,9 @@ void add_batched_bench_command(CLI::App& app) {
   cmd->add_option("--prefix-block", args->engine.prefix_block, "With --turn or --beside: prefix-cache block in tokens")
       ->capture_default_str();
   cmd->add_option("--step-tokens", args->engine.step_tokens, "With --turn or --beside: tokens per forward step")
+      ->capture_default_str();
+  cmd->add_option("--warm-up", args->engine.warm_up_tokens,
+                  "With --turn or --beside: each engine's warm-up prompt in tokens (serve's: a block on a GPU)")
       ->capture_default_str();
   cmd->callback([args] {
     if (args->reps < 1 || args->prompt < 1 || args->gen < 2) throw std::invalid_argument("batched-bench: bad counts");

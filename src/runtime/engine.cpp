@@ -63,6 +63,7 @@ struct Engine::Impl {
     if (o.n_parallel < 1 || o.n_ctx < 2 || o.prefix_block < 1 || o.prefix_checkpoint_tokens < 1 || o.max_queue < 0)
       throw std::invalid_argument(
           "engine: n_parallel, n_ctx, prefix_block, prefix_checkpoint_tokens and max_queue must be positive");
+    if (o.warm_up_tokens < 0) throw std::invalid_argument("engine: warm_up_tokens must not be negative");
     if (o.step_tokens < o.prefix_block + o.n_parallel)
       throw std::invalid_argument("engine: step_tokens must be at least prefix_block + n_parallel");
     if (o.prefix_cache_bytes > 0) cache = std::make_unique<PrefixCache>(o.prefix_block, o.prefix_cache_bytes);
@@ -71,7 +72,32 @@ struct Engine::Impl {
     if (cache) cache->reserve(backend, slots.front().seq);  // a fresh server's first prompts do not pay for it
     next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
     row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, o.n_parallel});
+    if (o.warm_up_tokens > 0) warm_up(o.warm_up_tokens);
     thread = std::thread([this] { run(); });
+  }
+
+  // The prompt (token 0 throughout, in chunks of at most a block as a request's) and
+  // three greedy decode steps fed on the backend, as a lone request runs them (admit()
+  // resets the slot before a request uses it). The prefix cache and the metrics see
+  // none of it.
+  void warm_up(int64_t n) {
+    const auto t0 = Clock::now();
+    SequenceState& seq = slots.front().seq;
+    constexpr int64_t kSteps = 3;  // the graph is captured at the second identical step
+    n = std::min(n, options.n_ctx - kSteps - 1);
+    if (n < 1) return;
+    const std::vector<int32_t> prompt(static_cast<size_t>(n), 0);
+    Tensor ids = next_ids;
+    ids.ne[0] = 1;
+    for (int64_t p = 0; p < n; p += options.prefix_block) {
+      const int64_t len = std::min(options.prefix_block, n - p);
+      const bool last = p + len == n;
+      const Tensor logits = model.forward(
+          seq, std::span<const int32_t>(prompt).subspan(static_cast<size_t>(p), static_cast<size_t>(len)), last ? 1 : 0);
+      if (last) pick_on_backend(backend, logits, nullptr, ids);
+    }
+    greedy_on_device(model, backend, seq, ids, kSteps);
+    metrics.warm_up_seconds = seconds(t0, Clock::now());
   }
 
   ~Impl() {

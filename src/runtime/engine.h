@@ -116,6 +116,12 @@ struct EngineOptions {
   // multiple of this and at each prompt's last whole block: the points a later prompt
   // can resume from on a model with recurrent layers.
   int64_t prefix_checkpoint_tokens = 1024;
+  // Before serving, a forward pass over a prompt of this many tokens (at most the
+  // context allows) and three decode steps on a slot that is then reset: what the
+  // first request would otherwise pay once (on a GPU: loading each kernel's code at
+  // its first launch, growing the scratch memory, capturing the decode step's graph)
+  // is paid by the constructor instead. 0: none.
+  int64_t warm_up_tokens = 0;
 };
 
 // Raises o.step_tokens to the least the engine accepts: one prompt chunk (a block)
@@ -129,6 +135,7 @@ struct EngineMetrics {
   size_t prefix_cache_bytes = 0;
   int64_t prefix_cache_entries = 0;      // blocks
   int64_t prefix_cache_checkpoints = 0;  // recurrent states among them
+  double warm_up_seconds = 0;            // EngineOptions::warm_up_tokens' passes
 };
 
 // submit() when max_queue requests already wait.
@@ -140,6 +147,7 @@ class QueueFull : public std::runtime_error {
 class Engine {
  public:
   // The model and backend must outlive the engine; nothing else may use them meanwhile.
+  // Runs the warm-up (EngineOptions::warm_up_tokens) before it returns.
   Engine(Model& model, Backend& backend, const EngineOptions& options);
   ~Engine();  // cancels every request (their on_finish runs) and joins the thread
   Engine(const Engine&) = delete;

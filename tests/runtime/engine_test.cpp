@@ -225,6 +225,37 @@ TEST_P(EngineTest, ConcurrentEqualsOneAtATime) {
   EXPECT_EQ(r.tokens, alone[0].tokens);
 }
 
+// The warm-up (a prompt over several blocks, decode steps; longer than the context
+// allows, it is cut to fit) leaves nothing behind: no cache entries, no counted
+// requests, and every request then gets what it gets from an engine without one.
+TEST_P(EngineTest, WarmUpLeavesNoTrace) {
+  Loaded l = load(GetParam(), "tiny");
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(make_prompt(*l.model, 5 + i * 13, i));
+  const auto mixed = [&](size_t i) { return request(prompts[i], i % 2 == 0 ? 0 : 200 + i, 10); };
+  EngineOptions opt = engine_options(2, 96, 16, 40, 64 << 20);
+  const auto cold = serve(*l.model, *l.backend, opt, prompts.size(), mixed, false);
+  for (int64_t warm : {int64_t{40}, int64_t{1000}}) {
+    opt.warm_up_tokens = warm;
+    {
+      Engine engine(*l.model, *l.backend, opt);
+      const EngineMetrics m = engine.metrics();
+      EXPECT_GT(m.warm_up_seconds, 0);
+      EXPECT_EQ(m.requests_total, 0);
+      EXPECT_EQ(m.generated_tokens_total, 0);
+      EXPECT_EQ(m.prefix_cache_entries, 0);
+    }
+    const auto warmed = serve(*l.model, *l.backend, opt, prompts.size(), mixed, false);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(warmed[i].tokens, cold[i].tokens) << "warm-up " << warm << ", request " << i;
+      EXPECT_EQ(warmed[i].logprobs, cold[i].logprobs) << "warm-up " << warm << ", request " << i;
+      EXPECT_EQ(warmed[i].stats.cached_tokens, cold[i].stats.cached_tokens);
+    }
+  }
+  opt.warm_up_tokens = -1;
+  EXPECT_THROW(Engine(*l.model, *l.backend, opt), std::invalid_argument);
+}
+
 // A second turn that repeats the first turn's prompt and reply restores whole
 // blocks from the cache, prefills only the rest, and says the same as without it.
 TEST_P(EngineTest, SecondTurnReusesThePrefix) {

@@ -60,11 +60,16 @@ void serve(ServeArgs& a) {
   if (!a.chat_template_file.empty()) tm.chat_template = read_text(a.chat_template_file);
   a.engine.n_ctx = tm.context_length(a.model.ctx);
   fit_step_tokens(a.engine);
+  // A GPU's first pass loads the kernels' code and grows the scratch memory: a block's
+  // prompt covers a lone request's chunks. The CPU's first pass pays only for page
+  // faults, which one token takes.
+  a.engine.warm_up_tokens = tm.backend->name() == "cpu" ? 1 : a.engine.prefix_block;
   Engine engine(*tm.model, *tm.backend, a.engine);
   server::HttpServer http({*tm.tokenizer, tm.chat_template, tm.eog_ids, engine}, a.server);
   const int port = http.bind();
-  std::printf("zinc serve: %s on http://%s:%d (ctx %lld, %d slots)\n", a.server.defaults.model_id.c_str(),
-              a.server.host.c_str(), port, static_cast<long long>(a.engine.n_ctx), a.engine.n_parallel);
+  std::printf("zinc serve: %s on http://%s:%d (ctx %lld, %d slots; warmed up in %.0f ms)\n",
+              a.server.defaults.model_id.c_str(), a.server.host.c_str(), port, static_cast<long long>(a.engine.n_ctx),
+              a.engine.n_parallel, engine.metrics().warm_up_seconds * 1e3);
   std::fflush(stdout);
 
   std::thread waiter([&] {
