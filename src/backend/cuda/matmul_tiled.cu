@@ -8,9 +8,9 @@
 // matvec_many (at one token, up to kFewMaxF32Weights F32 weights ride along
 // matmul_few's launch instead). From kDenseGemmMinTokens tokens, quantized and F16
 // weights go through DenseGemm (f16 expansion + cuBLAS). Between, one launch over one or more
-// weights of the same input (Q8_0, Q4_K or Q5_K): x is rounded to f16 once, each block
-// takes 128 rows of one weight x 64 tokens through the pipelined tile product of
-// mma_pipe.cuh. At any length F32 weights
+// weights of the same input (Q8_0, Q4_K, Q5_K or Q6_K): x is rounded to f16 once, each
+// block takes 128 rows of one weight x 64 tokens (Q6_K: 32) through the pipelined tile
+// product of mma_pipe.cuh. At any length F32 weights
 // (routers, GDN gates: few rows whose top-k choices and gates are sensitive to
 // rounding) take one f32 launch of their own on the CUDA cores, k split over warps.
 //
@@ -241,10 +241,11 @@ __global__ void __launch_bounds__(256) matmul_f32_kernel(const __grid_constant__
 template <DType T>
 void launch_many(const ManyParams& p, int row_tiles, int bn, cudaStream_t s) {
   constexpr int kWide = kManyTokens, kNarrow = kManyTokensNarrow;
-  if (bn == kWide)
-    pipe::launch_pdl<T, kWide, matmul_many_kernel<T, kWide>>(dim3(row_tiles, ceil_div(p.n, kWide), p.splits), s, p);
-  else
-    pipe::launch_pdl<T, kNarrow, matmul_many_kernel<T, kNarrow>>(dim3(row_tiles, ceil_div(p.n, kNarrow), p.splits), s, p);
+  if constexpr (kWide <= pipe::kMaxTokens<T>)
+    if (bn == kWide)
+      return pipe::launch_pdl<T, kWide, matmul_many_kernel<T, kWide>>(dim3(row_tiles, ceil_div(p.n, kWide), p.splits),
+                                                                      s, p);
+  pipe::launch_pdl<T, kNarrow, matmul_many_kernel<T, kNarrow>>(dim3(row_tiles, ceil_div(p.n, kNarrow), p.splits), s, p);
 }
 
 // k per pipelined chunk of weight type t.
@@ -264,6 +265,7 @@ bool pipelined(const Tensor& w, DType t) {
     case DType::Q8_0: return pipe::fits<DType::Q8_0>(w.data, w.row_bytes(), w.ne[0]);
     case DType::Q4_K: return pipe::fits<DType::Q4_K>(w.data, w.row_bytes(), w.ne[0]);
     case DType::Q5_K: return pipe::fits<DType::Q5_K>(w.data, w.row_bytes(), w.ne[0]);
+    case DType::Q6_K: return pipe::fits<DType::Q6_K>(w.data, w.row_bytes(), w.ne[0]);
     default: return false;
   }
 }
@@ -366,7 +368,8 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   b.f32.splits = k_splits(b.f32_tiles * ceil_div(n, kF32Tile), in, kF32K, kF32MaxSplits, kF32Slots);
   b.f32_sum = place_partials(b.f32.w, b.f32.count, b.f32.splits, n, scratch, b.bytes);
   if (b.many.count > 0) {
-    if (b.many_tiles * ceil_div(n, kManyTokens) < kMinBlocks) b.many_bn = kManyTokensNarrow;
+    if (b.type == DType::Q6_K || b.many_tiles * ceil_div(n, kManyTokens) < kMinBlocks)
+      b.many_bn = kManyTokensNarrow;  // Q6_K: pipe::kMaxTokens
     b.many.splits = k_splits(b.many_tiles * ceil_div(n, b.many_bn), in, pipe_chunk(b.type), kManyMaxSplits, kMinBlocks);
     b.many_sum = place_partials(b.many.w, b.many.count, b.many.splits, n, scratch, b.bytes);
   }
@@ -419,7 +422,8 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
   if (b.many.count > 0) {
     if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
     else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
-    else launch_many<DType::Q5_K>(b.many, b.many_tiles, b.many_bn, s);
+    else if (b.type == DType::Q5_K) launch_many<DType::Q5_K>(b.many, b.many_tiles, b.many_bn, s);
+    else launch_many<DType::Q6_K>(b.many, b.many_tiles, b.many_bn, s);
     ZINC_CUDA_LAUNCHED("matmul_many_tiled");
     sum_splits(b.many_sum, s);
   }

@@ -1,7 +1,7 @@
 // The pipelined tensor-core tile product of the prefill kernels (matmul_tiled.cu,
 // moe_grouped.cu) for the weight types whose k-chunks can be staged as raw bytes
-// (Q8_0, Q4_K, Q5_K, MXFP4): a block of 8 warps computes 128 weight rows x BN tokens
-// (f16 token rows, f32 accumulate).
+// (Q8_0, Q4_K, Q5_K, Q6_K, MXFP4): a block of 8 warps computes 128 weight rows x BN
+// tokens (f16 token rows, f32 accumulate).
 //
 // The raw weight bytes of a k-chunk (one K-quant super-block of 256, four Q8_0
 // blocks, eight MXFP4 blocks) and the token rows' chunk are copied to shared memory
@@ -12,9 +12,10 @@
 // block, with no weight tile in shared memory and no barrier between the k-steps of 64.
 //
 // MXFP4 rows (17-byte blocks: gpt-oss's 2880-element rows are 1530 bytes) are not even
-// 4-byte aligned, so each row's chunk is copied in 16-byte pieces from the boundary
-// below it and read at its offset ("shifted"); its rows need only k % 64 == 0 (a last
-// chunk of 64 to 192 elements computes only its k-steps).
+// 4-byte aligned, nor are Q6_K's 210-byte super-blocks, so each row's chunk is copied in
+// 16-byte pieces from the boundary below it and read at its offset ("shifted"); MXFP4
+// rows need only k % 64 == 0 (a last chunk of 64 to 192 elements computes only its
+// k-steps).
 //
 // Why f16 and not bf16: a 4- or 8-bit code ORed under the exponent of 1024.0 is an
 // exact f16, so two codes become f16 with one LOP3 or PRMT, and one HSUB2 + HFMA2
@@ -50,7 +51,11 @@ constexpr int kSmemBudget = 113 * 1024;
 
 // Rows staged from the 16-byte boundary below each chunk and read at their offset.
 template <DType T>
-inline constexpr bool kShifted = T == DType::MXFP4;
+inline constexpr bool kShifted = T == DType::MXFP4 || T == DType::Q6_K;
+// The most tokens a tile of type T takes: Q6_K's staged rows leave room for two stages
+// of 32 tokens, not of 64.
+template <DType T>
+inline constexpr int kMaxTokens = T == DType::Q6_K ? 32 : 64;
 
 // Staged bytes per weight row: the chunk padded (by at most 32) to 32 or 96 mod 128,
 // so the 4 rows of a half-warp's 8-byte loads fall on distinct banks.
@@ -74,14 +79,14 @@ struct Config {
   static constexpr int kPtrBytes = (kRows + BN) * 8;             // the tile's row pointers
   static constexpr int kStages = std::min(4, (kSmemBudget - kPtrBytes) / kStageBytes);
   static constexpr int kSmemBytes = kStages * kStageBytes + kPtrBytes;
-  static_assert(kChunkBytes % 8 == 0 && kStages >= 2 && BN % 16 == 0);
+  static_assert((kShifted<T> || kChunkBytes % 8 == 0) && kStages >= 2 && BN % 16 == 0 && BN <= kMaxTokens<T>);
 };
 
 // Whether rows of `row_bytes` at `data` with k elements can be staged in pieces.
 template <DType T>
 bool fits(const void* data, size_t row_bytes, int64_t k) {
   using C = Config<T, 16>;
-  if constexpr (kShifted<T>) return k % 64 == 0;
+  if constexpr (kShifted<T>) return k % 64 == 0 && k % Dequant<T>::kBlockElems == 0;
   return k % C::kChunk == 0 && row_bytes % C::kPiece == 0 && reinterpret_cast<uintptr_t>(data) % C::kPiece == 0;
 }
 
@@ -200,6 +205,35 @@ __device__ __forceinline__ uint2 load_unaligned8(const uint8_t* p) {
   const uint32_t sh = 8 * (a & 3);
   return make_uint2(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh));
 }
+
+// Q6_K chunk: one super-block of ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
+// scales (one per 16 elements) and f16 d. Element 128h + 32m + j (m < 4, j < 32) is
+// nibble m / 2 of ql[64h + 32(m % 2) + j] with bits 2m, 2m + 1 of qh[32h + j] above it,
+// a 6-bit code c for d · scale · (c - 32). Scale word: d · scale of the sub-block's two
+// halves of 16, each product rounded once to f16 (d · scale below 2^-14 keeps about as
+// many bits as bf16 would). The chunk lies at an even offset of its staged copy.
+template <> struct Frag<DType::Q6_K> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const uint32_t sc = *reinterpret_cast<const uint16_t*>(row + 192 + 2 * s) ^ 0x8080u;  // int8 to unsigned + 128
+    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 208);
+    const uint32_t codes = (sc & 0xFFu) | ((sc & 0xFF00u) << 8) | kMagic;
+    return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(codes, 0x64806480u)));  // bias 1024 + 128
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const int h = s / 4, m = s % 4, low = 4 * (m / 2), high = 2 * m;
+    const uint2 q = load_unaligned8(row + 64 * h + 32 * (m % 2) + l);
+    const uint2 b = load_unaligned8(row + 128 + 32 * h + l);
+    const __half2 d = l < 16 ? __low2half2(as_half2(scale)) : __high2half2(as_half2(scale));
+    const uint32_t bias = 0x64206420u;  // 1024 + 32
+    const auto code = [&](uint32_t ql, uint32_t qh, int at) {
+      return ((ql >> (low + at)) & 0x000F000Fu) | (((qh >> (high + at)) & 0x00030003u) << 4) | kMagic;
+    };
+    out[0] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 0), bias), d));
+    out[1] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 8), bias), d));
+    out[2] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 0), bias), d));
+    out[3] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 8), bias), d));
+  }
+};
 
 // MXFP4 chunk: 8 blocks of (E8M0 exponent e, 16 bytes of 4-bit E2M1 codes; element j
 // the low nibble of byte j, element j + 16 its high nibble). A code's 3 magnitude

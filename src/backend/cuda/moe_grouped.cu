@@ -2,7 +2,7 @@
 // are grouped by expert on the GPU, so every expert's weights are read and
 // dequantized once per tile of its tokens (16, 32 or 64) instead of once per token:
 // through the pipelined tile product of mma_pipe.cuh when all three weights are
-// Q8_0 / Q4_K / Q5_K / MXFP4, else the generic mma_tile.cuh. The tile follows the
+// Q8_0 / Q4_K / Q5_K / Q6_K / MXFP4, else the generic mma_tile.cuh. The tile follows the
 // average tokens per expert: a 512-token batch gives the flagship's 256 experts 16
 // each, gpt-oss-20b's 32 experts 64.
 //
@@ -268,7 +268,7 @@ bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
     if (!pipe::fits<DType::T>(w.data, w.row_bytes(), k)) return false;     \
     f(std::integral_constant<DType, DType::T>{});                           \
     return true;
-    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(MXFP4)
+    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(Q6_K) ZINC_PIPE_CASE(MXFP4)
 #undef ZINC_PIPE_CASE
     default: return false;
   }
@@ -323,7 +323,9 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   const bool piped = !few && dispatch_pipelined(gate, d, none) && dispatch_pipelined(down, ff, none);
   if (few || piped) to_f16_pairs(x.as<const float>(), static_cast<__half*>(p.s.xb), d * n, s);
   else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
-  const bool narrow = pairs < kNarrowBelowPerExpert * E, wide = pairs >= kWideFromPerExpert * E;
+  // Q6_K tiles take at most 32 tokens (pipe::kMaxTokens).
+  const bool narrow = pairs < kNarrowBelowPerExpert * E,
+             wide = pairs >= kWideFromPerExpert * E && gate.type != DType::Q6_K && down.type != DType::Q6_K;
   int tile = kTokens;  // tokens per tile
   if (few) tile = kFewTileTokens;
   else if (piped) tile = narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;
@@ -341,12 +343,14 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
       constexpr int BN = decltype(bn)::value;
       dispatch_pipelined(gate, d, [&](auto type) {
         constexpr DType T = decltype(type)::value;
-        pipe::launch<T, BN, grouped_gate_up_pipe_kernel<T, BN>>(dim3(ceil_div(ff, mma::kHalf), tiles), s, p);
+        if constexpr (BN <= pipe::kMaxTokens<T>)
+          pipe::launch<T, BN, grouped_gate_up_pipe_kernel<T, BN>>(dim3(ceil_div(ff, mma::kHalf), tiles), s, p);
       });
       ZINC_CUDA_LAUNCHED("moe_grouped_gate_up");
       dispatch_pipelined(down, ff, [&](auto type) {
         constexpr DType T = decltype(type)::value;
-        pipe::launch<T, BN, grouped_down_pipe_kernel<T, BN>>(dim3(ceil_div(d, pipe::kRows), tiles), s, p);
+        if constexpr (BN <= pipe::kMaxTokens<T>)
+          pipe::launch<T, BN, grouped_down_pipe_kernel<T, BN>>(dim3(ceil_div(d, pipe::kRows), tiles), s, p);
       });
       ZINC_CUDA_LAUNCHED("moe_grouped_down");
     };
