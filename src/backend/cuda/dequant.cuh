@@ -94,16 +94,21 @@ constexpr CodeBook16 code_book(const int8_t (&v)[16]) {
   return t;
 }
 inline constexpr CodeBook16 kIq4nlBook = code_book(kIq4nlValues), kMxfp4Book = code_book(kMxfp4Values);
-// The entries of four codes at once, one code (0..15) a byte of c: the codes' low three
-// bits as PRMT's four selectors pick from entries 0-7 and from 8-15, bit 3 chooses,
-// and each byte goes under the exponent of 2^23 (code_as_float's trick: no I2F).
-__device__ __forceinline__ void book_values4(const CodeBook16& t, uint32_t c, float* v) {
+// The entries (value + 128) of four codes at once, one code (0..15) a byte of c: the
+// codes' low three bits as PRMT's four selectors pick from entries 0-7 and from 8-15,
+// and bit 3 chooses.
+__device__ __forceinline__ uint32_t book_bytes4(const CodeBook16& t, uint32_t c) {
   uint32_t s = c & 0x07070707u;
   s = (s | (s >> 4)) & 0x00FF00FFu;
   s = (s | (s >> 8)) & 0x0000FFFFu;
   const uint32_t lo = __byte_perm(t.w[0], t.w[1], s), hi = __byte_perm(t.w[2], t.w[3], s);
   const uint32_t upper = ((c >> 3) & 0x01010101u) * 0xFFu;
-  const uint32_t b = (lo & ~upper) | (hi & upper);
+  return (lo & ~upper) | (hi & upper);
+}
+// The same as floats: each byte goes under the exponent of 2^23 (code_as_float's
+// trick: no I2F).
+__device__ __forceinline__ void book_values4(const CodeBook16& t, uint32_t c, float* v) {
+  const uint32_t b = book_bytes4(t, c);
 #pragma unroll
   for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7540 | i)) - (8388608.0f + 128.0f);
 }

@@ -8,7 +8,7 @@
 // matvec_many (at one token, up to kFewMaxF32Weights F32 weights ride along
 // matmul_few's launch instead). From kDenseGemmMinTokens tokens, quantized and F16
 // weights go through DenseGemm (f16 expansion + cuBLAS). Between, one launch over one or more
-// weights of the same input (Q8_0, Q4_K, Q5_K or Q6_K): x is rounded to f16 once, each
+// weights of the same input (Q8_0, Q4_K, Q5_K, Q6_K or IQ4_XS): x is rounded to f16 once, each
 // block takes 128 rows of one weight x 64 tokens (Q6_K: 32) through the pipelined tile
 // product of mma_pipe.cuh. At any length F32 weights
 // (routers, GDN gates: few rows whose top-k choices and gates are sensitive to
@@ -266,6 +266,7 @@ bool pipelined(const Tensor& w, DType t) {
     case DType::Q4_K: return pipe::fits<DType::Q4_K>(w.data, w.row_bytes(), w.ne[0]);
     case DType::Q5_K: return pipe::fits<DType::Q5_K>(w.data, w.row_bytes(), w.ne[0]);
     case DType::Q6_K: return pipe::fits<DType::Q6_K>(w.data, w.row_bytes(), w.ne[0]);
+    case DType::IQ4_XS: return pipe::fits<DType::IQ4_XS>(w.data, w.row_bytes(), w.ne[0]);
     default: return false;
   }
 }
@@ -423,7 +424,8 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
     else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
     else if (b.type == DType::Q5_K) launch_many<DType::Q5_K>(b.many, b.many_tiles, b.many_bn, s);
-    else launch_many<DType::Q6_K>(b.many, b.many_tiles, b.many_bn, s);
+    else if (b.type == DType::Q6_K) launch_many<DType::Q6_K>(b.many, b.many_tiles, b.many_bn, s);
+    else launch_many<DType::IQ4_XS>(b.many, b.many_tiles, b.many_bn, s);
     ZINC_CUDA_LAUNCHED("matmul_many_tiled");
     sum_splits(b.many_sum, s);
   }

@@ -1,7 +1,7 @@
 // The pipelined tensor-core tile product of the prefill kernels (matmul_tiled.cu,
 // moe_grouped.cu) for the weight types whose k-chunks can be staged as raw bytes
-// (Q8_0, Q4_K, Q5_K, Q6_K, MXFP4): a block of 8 warps computes 128 weight rows x BN
-// tokens (f16 token rows, f32 accumulate).
+// (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4): a block of 8 warps computes 128 weight rows
+// x BN tokens (f16 token rows, f32 accumulate).
 //
 // The raw weight bytes of a k-chunk (one K-quant super-block of 256, four Q8_0
 // blocks, eight MXFP4 blocks) and the token rows' chunk are copied to shared memory
@@ -232,6 +232,32 @@ template <> struct Frag<DType::Q6_K> {
     out[1] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 8), bias), d));
     out[2] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 0), bias), d));
     out[3] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 8), bias), d));
+  }
+};
+
+// IQ4_XS chunk: one super-block of f16 d, 16 bits of high scale bits, 4 bytes of low
+// scale nibbles and qs[128]. Sub-block s's scale is (low nibble s | high bits s << 4) -
+// 32; its element j is the IQ4_NL table's entry at the low nibble of qs[16s + j]
+// (j < 16) or the high one of qs[16s + j - 16]. Scale word: d · scale in both halves,
+// rounded once to f16.
+template <> struct Frag<DType::IQ4_XS> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const uint32_t low = (row[4 + s / 2] >> (4 * (s % 2))) & 15u;
+    const uint32_t high = (*reinterpret_cast<const uint16_t*>(row + 2) >> (2 * s)) & 3u;
+    const uint32_t ls = low | (high << 4), d = *reinterpret_cast<const uint16_t*>(row);
+    return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(ls | (ls << 16) | kMagic, 0x64206420u)));  // 1024 + 32
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const uint2 q = *reinterpret_cast<const uint2*>(row + 8 + 16 * s + (l & 15));
+    const int shift = l & 16 ? 4 : 0;
+    constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
+    const uint32_t x = book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), y = book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu);
+    const uint32_t bias = 0x64806480u;  // entries are value + 128
+    const __half2 d = as_half2(scale);
+    out[0] = as_u32(__hmul2(codes_f16(__byte_perm(x, 0x64646464u, 0x4240), bias), d));
+    out[1] = as_u32(__hmul2(codes_f16(__byte_perm(x, 0x64646464u, 0x4341), bias), d));
+    out[2] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4240), bias), d));
+    out[3] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4341), bias), d));
   }
 };
 

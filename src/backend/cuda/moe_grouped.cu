@@ -2,7 +2,7 @@
 // are grouped by expert on the GPU, so every expert's weights are read and
 // dequantized once per tile of its tokens (16, 32 or 64) instead of once per token:
 // through the pipelined tile product of mma_pipe.cuh when all three weights are
-// Q8_0 / Q4_K / Q5_K / Q6_K / MXFP4, else the generic mma_tile.cuh. The tile follows the
+// Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / MXFP4, else the generic mma_tile.cuh. The tile follows the
 // average tokens per expert: a 512-token batch gives the flagship's 256 experts 16
 // each, gpt-oss-20b's 32 experts 64.
 //
@@ -268,7 +268,8 @@ bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
     if (!pipe::fits<DType::T>(w.data, w.row_bytes(), k)) return false;     \
     f(std::integral_constant<DType, DType::T>{});                           \
     return true;
-    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(Q6_K) ZINC_PIPE_CASE(MXFP4)
+    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(Q6_K) ZINC_PIPE_CASE(IQ4_XS)
+    ZINC_PIPE_CASE(MXFP4)
 #undef ZINC_PIPE_CASE
     default: return false;
   }

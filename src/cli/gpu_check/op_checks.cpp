@@ -264,9 +264,10 @@ void check_prefill_ops(Checker& c) {
       c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(w.gpu, n));
     }
   }
-  // The pipelined tiles (Q8_0, Q4_K, Q5_K) at more token counts, and matmul_many in
-  // one launch over the flagship's router + shared expert gate/up + gate logit shape.
-  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K}) {
+  // The pipelined tiles (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS) at more token counts, and
+  // matmul_many in one launch over the flagship's router + shared expert gate/up + gate
+  // logit shape.
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     const int64_t in = 2048, out = 300;
     auto w = c.weight(t, {in, out}, 0.03f);
     for (int64_t n : {63, 1000}) {
@@ -294,7 +295,8 @@ void check_prefill_ops(Checker& c) {
                                                   {DType::MXFP4, DType::F16}, {DType::IQ4_XS, DType::Q4_0},
                                                   {DType::BF16, DType::Q2_K}, {DType::Q3_K, DType::IQ4_NL},
                                                   {DType::Q5_0, DType::Q5_1}, {DType::F32, DType::Q4_1},
-                                                  {DType::Q8_0, DType::Q8_0}, {DType::MXFP4, DType::MXFP4}};
+                                                  {DType::Q8_0, DType::Q8_0}, {DType::MXFP4, DType::MXFP4},
+                                                  {DType::IQ4_XS, DType::Q6_K}};
   for (auto [gu, dn] : expert_types) {
     auto gate = c.weight(gu, {dm, ffe, E}, 0.06f), up = c.weight(gu, {dm, ffe, E}, 0.06f);
     auto down = c.weight(dn, {ffe, dm, E}, 0.09f);
