@@ -62,9 +62,7 @@ struct Frag : pipe::Frag<T> {
   __device__ static uint32_t lane_scale(const uint8_t* chunk, int s, int) { return pipe::Frag<T>::scale(chunk, s); }
 };
 
-// Q6_K super-block: ql[128] (low nibbles), qh[64] (2 high bits), 16 int8 scales, f16 d.
-// Element 128h + 32q + l: ql[64h + 32(q & 1) + l], low nibble for q < 2, high
-// otherwise; qh[32h + l] bits 2q, 2q + 1; scale sc[(128h + 32q + l) / 16].
+// Q6_K (pipe::q6k_frag has the layout): the scale is the lane's own 16 elements'.
 template <>
 struct Frag<DType::Q6_K> {
   // d · sc of the lane's 16 elements, rounded once to f16, in both halves.
@@ -75,20 +73,7 @@ struct Frag<DType::Q6_K> {
   }
   // Elements e = 32s + l .. e + 7 as the f16 pairs (e, e+2), (e+1, e+3), (e+4, e+6), (e+5, e+7).
   __device__ static void load(const uint8_t* chunk, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
-    const int h = s / 4, q = s % 4;
-    const uint2 lo = pipe::load_unaligned8(chunk + 64 * h + 32 * (q & 1) + l);
-    const uint2 hi = pipe::load_unaligned8(chunk + 128 + 32 * h + l);
-    const int nib = q >= 2 ? 4 : 0;
-    // Bytes b and b + 2 of a word: 6-bit codes under 1024.0's exponent.
-    const auto codes = [&](uint32_t lw, uint32_t hw, int b) {
-      return ((lw >> (nib + 8 * b)) & 0x000F000Fu) | (((hw >> (2 * q + 8 * b)) & 0x00030003u) << 4) | pipe::kMagic;
-    };
-    const uint32_t bias = 0x64206420u;  // 1024 + 32 in both halves
-    const __half2 d = pipe::as_half2(scale);
-    out[0] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.x, hi.x, 0), bias), d));
-    out[1] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.x, hi.x, 1), bias), d));
-    out[2] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.y, hi.y, 0), bias), d));
-    out[3] = pipe::as_u32(__hmul2(pipe::codes_f16(codes(lo.y, hi.y, 1), bias), d));
+    pipe::q6k_frag(chunk, s, l, [&] { return pipe::as_half2(scale); }, out);
   }
 };
 

@@ -132,6 +132,16 @@ constexpr uint32_t kMagic = 0x64006400u;  // f16 1024.0 in both halves
 // (e+5, e+7); scale(row, s) is the block's packed scale.
 template <DType T> struct Frag;
 
+// Eight values stored as value + 128, a byte each (bytes e..e+3 in x, e+4..e+7 in y),
+// times d as those f16 pairs.
+__device__ __forceinline__ void biased_bytes_frag(uint32_t x, uint32_t y, __half2 d, uint32_t (&out)[4]) {
+  const uint32_t bias = 0x64806480u;  // 1024 + 128
+  out[0] = as_u32(__hmul2(codes_f16(__byte_perm(x, 0x64646464u, 0x4240), bias), d));
+  out[1] = as_u32(__hmul2(codes_f16(__byte_perm(x, 0x64646464u, 0x4341), bias), d));
+  out[2] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4240), bias), d));
+  out[3] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4341), bias), d));
+}
+
 // Q8_0 chunk: 4 blocks of (f16 d, 32 int8). Scale word: d in both halves.
 template <> struct Frag<DType::Q8_0> {
   __device__ static uint32_t scale(const uint8_t* row, int s) {
@@ -139,14 +149,8 @@ template <> struct Frag<DType::Q8_0> {
     return d | (d << 16);
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
-    uint2 q = load_bytes8<2>(row + 34 * s + 2 + l);
-    q.x ^= 0x80808080u, q.y ^= 0x80808080u;  // int8 to unsigned + 128
-    const uint32_t bias = 0x64806480u;        // 1024 + 128
-    const __half2 d = as_half2(scale);
-    out[0] = as_u32(__hmul2(codes_f16(__byte_perm(q.x, 0x64646464u, 0x4240), bias), d));
-    out[1] = as_u32(__hmul2(codes_f16(__byte_perm(q.x, 0x64646464u, 0x4341), bias), d));
-    out[2] = as_u32(__hmul2(codes_f16(__byte_perm(q.y, 0x64646464u, 0x4240), bias), d));
-    out[3] = as_u32(__hmul2(codes_f16(__byte_perm(q.y, 0x64646464u, 0x4341), bias), d));
+    const uint2 q = load_bytes8<2>(row + 34 * s + 2 + l);
+    biased_bytes_frag(q.x ^ 0x80808080u, q.y ^ 0x80808080u, as_half2(scale), out);  // int8 to unsigned + 128
   }
 };
 
@@ -209,9 +213,27 @@ __device__ __forceinline__ uint2 load_unaligned8(const uint8_t* p) {
 // Q6_K chunk: one super-block of ql[128] (low 4 bits), qh[64] (high 2 bits), 16 int8
 // scales (one per 16 elements) and f16 d. Element 128h + 32m + j (m < 4, j < 32) is
 // nibble m / 2 of ql[64h + 32(m % 2) + j] with bits 2m, 2m + 1 of qh[32h + j] above it,
-// a 6-bit code c for d · scale · (c - 32). Scale word: d · scale of the sub-block's two
-// halves of 16, each product rounded once to f16 (d · scale below 2^-14 keeps about as
-// many bits as bf16 would). The chunk lies at an even offset of its staged copy.
+// a 6-bit code c for d · scale · (c - 32). The chunk lies at an even offset of its
+// staged copy. q6k_frag: elements 32s + l .. + 7 (within one scale's 16) times
+// scale_of(), the f16 pair of their d · scale (taken once the code bytes are loading).
+template <class ScaleOf>
+__device__ __forceinline__ void q6k_frag(const uint8_t* chunk, int s, int l, ScaleOf scale_of, uint32_t (&out)[4]) {
+  const int h = s / 4, m = s % 4, low = 4 * (m / 2), high = 2 * m;
+  const uint2 q = load_unaligned8(chunk + 64 * h + 32 * (m % 2) + l);
+  const uint2 b = load_unaligned8(chunk + 128 + 32 * h + l);
+  const __half2 d = scale_of();
+  const uint32_t bias = 0x64206420u;  // 1024 + 32
+  // Bytes `at` / 8 and that + 2 of a word: 6-bit codes under 1024.0's exponent.
+  const auto code = [&](uint32_t ql, uint32_t qh, int at) {
+    return ((ql >> (low + at)) & 0x000F000Fu) | (((qh >> (high + at)) & 0x00030003u) << 4) | kMagic;
+  };
+  out[0] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 0), bias), d));
+  out[1] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 8), bias), d));
+  out[2] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 0), bias), d));
+  out[3] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 8), bias), d));
+}
+// Scale word: d · scale of the sub-block's two halves of 16, each product rounded once
+// to f16 (d · scale below 2^-14 keeps about as many bits as bf16 would).
 template <> struct Frag<DType::Q6_K> {
   __device__ static uint32_t scale(const uint8_t* row, int s) {
     const uint32_t sc = *reinterpret_cast<const uint16_t*>(row + 192 + 2 * s) ^ 0x8080u;  // int8 to unsigned + 128
@@ -220,18 +242,7 @@ template <> struct Frag<DType::Q6_K> {
     return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(codes, 0x64806480u)));  // bias 1024 + 128
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
-    const int h = s / 4, m = s % 4, low = 4 * (m / 2), high = 2 * m;
-    const uint2 q = load_unaligned8(row + 64 * h + 32 * (m % 2) + l);
-    const uint2 b = load_unaligned8(row + 128 + 32 * h + l);
-    const __half2 d = l < 16 ? __low2half2(as_half2(scale)) : __high2half2(as_half2(scale));
-    const uint32_t bias = 0x64206420u;  // 1024 + 32
-    const auto code = [&](uint32_t ql, uint32_t qh, int at) {
-      return ((ql >> (low + at)) & 0x000F000Fu) | (((qh >> (high + at)) & 0x00030003u) << 4) | kMagic;
-    };
-    out[0] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 0), bias), d));
-    out[1] = as_u32(__hmul2(codes_f16(code(q.x, b.x, 8), bias), d));
-    out[2] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 0), bias), d));
-    out[3] = as_u32(__hmul2(codes_f16(code(q.y, b.y, 8), bias), d));
+    q6k_frag(row, s, l, [&] { return l < 16 ? __low2half2(as_half2(scale)) : __high2half2(as_half2(scale)); }, out);
   }
 };
 
@@ -251,13 +262,8 @@ template <> struct Frag<DType::IQ4_XS> {
     const uint2 q = *reinterpret_cast<const uint2*>(row + 8 + 16 * s + (l & 15));
     const int shift = l & 16 ? 4 : 0;
     constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
-    const uint32_t x = book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), y = book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu);
-    const uint32_t bias = 0x64806480u;  // entries are value + 128
-    const __half2 d = as_half2(scale);
-    out[0] = as_u32(__hmul2(codes_f16(__byte_perm(x, 0x64646464u, 0x4240), bias), d));
-    out[1] = as_u32(__hmul2(codes_f16(__byte_perm(x, 0x64646464u, 0x4341), bias), d));
-    out[2] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4240), bias), d));
-    out[3] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4341), bias), d));
+    biased_bytes_frag(book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu),
+                      as_half2(scale), out);  // entries are value + 128
   }
 };
 
