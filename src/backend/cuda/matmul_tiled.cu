@@ -8,7 +8,7 @@
 // matvec_many (at one token, up to kFewMaxF32Weights F32 weights ride along
 // matmul_few's launch instead). From kDenseGemmMinTokens tokens, quantized and F16
 // weights go through DenseGemm (f16 expansion + cuBLAS). Between, one launch over one or more
-// weights of the same input (Q8_0, Q4_K, Q5_K, Q6_K or IQ4_XS): x is rounded to f16 once, each
+// weights of the same input and quantized type (pipe::for_type): x is rounded to f16 once, each
 // block takes 128 rows of one weight x 64 tokens (Q6_K: 32) through the pipelined tile
 // product of mma_pipe.cuh. At any length F32 weights
 // (routers, GDN gates: few rows whose top-k choices and gates are sensitive to
@@ -248,27 +248,11 @@ void launch_many(const ManyParams& p, int row_tiles, int bn, cudaStream_t s) {
   pipe::launch_pdl<T, kNarrow, matmul_many_kernel<T, kNarrow>>(dim3(row_tiles, ceil_div(p.n, kNarrow), p.splits), s, p);
 }
 
-// k per pipelined chunk of weight type t.
-int pipe_chunk(DType t) {
-  return t == DType::Q8_0 ? pipe::Config<DType::Q8_0, kManyTokens>::kChunk : pipe::Config<DType::Q4_K, kManyTokens>::kChunk;
-}
-
 // The type of a pipelined launch: the first weight's that is not F32.
 DType pipelined_type(std::span<const Tensor> w) {
   for (const Tensor& t : w)
     if (t.type != DType::F32) return t.type;
   return DType::F32;
-}
-
-bool pipelined(const Tensor& w, DType t) {
-  switch (t) {
-    case DType::Q8_0: return pipe::fits<DType::Q8_0>(w.data, w.row_bytes(), w.ne[0]);
-    case DType::Q4_K: return pipe::fits<DType::Q4_K>(w.data, w.row_bytes(), w.ne[0]);
-    case DType::Q5_K: return pipe::fits<DType::Q5_K>(w.data, w.row_bytes(), w.ne[0]);
-    case DType::Q6_K: return pipe::fits<DType::Q6_K>(w.data, w.row_bytes(), w.ne[0]);
-    case DType::IQ4_XS: return pipe::fits<DType::IQ4_XS>(w.data, w.row_bytes(), w.ne[0]);
-    default: return false;
-  }
 }
 
 }  // namespace
@@ -344,7 +328,8 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
     } else if (w[i].type == DType::F32 && b.f32.count < kMaxMany && in % kF32K == 0) {
       b.f32.w[b.f32.count++] = {w[i].as<const float>(), yi, nullptr, out, b.f32_tiles};
       b.f32_tiles += ceil_div(out, kF32Tile);
-    } else if (w[i].type == b.type && b.many.count < kMaxMany && pipelined(w[i], b.type)) {
+    } else if (w[i].type == b.type && b.many.count < kMaxMany &&
+               pipe::takes(b.type, w[i].data, w[i].row_bytes(), w[i].ne[0])) {
       b.many.w[b.many.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), yi, nullptr, out,
                                   b.many_tiles};
       b.many_tiles += ceil_div(out, pipe::kRows);
@@ -369,9 +354,10 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   b.f32.splits = k_splits(b.f32_tiles * ceil_div(n, kF32Tile), in, kF32K, kF32MaxSplits, kF32Slots);
   b.f32_sum = place_partials(b.f32.w, b.f32.count, b.f32.splits, n, scratch, b.bytes);
   if (b.many.count > 0) {
-    if (b.type == DType::Q6_K || b.many_tiles * ceil_div(n, kManyTokens) < kMinBlocks)
-      b.many_bn = kManyTokensNarrow;  // Q6_K: pipe::kMaxTokens
-    b.many.splits = k_splits(b.many_tiles * ceil_div(n, b.many_bn), in, pipe_chunk(b.type), kManyMaxSplits, kMinBlocks);
+    if (pipe::max_tokens(b.type) < kManyTokens || b.many_tiles * ceil_div(n, kManyTokens) < kMinBlocks)
+      b.many_bn = kManyTokensNarrow;
+    b.many.splits =
+        k_splits(b.many_tiles * ceil_div(n, b.many_bn), in, pipe::chunk_elems(b.type), kManyMaxSplits, kMinBlocks);
     b.many_sum = place_partials(b.many.w, b.many.count, b.many.splits, n, scratch, b.bytes);
   }
   return b;
@@ -421,11 +407,7 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
                lone ? nullptr : static_cast<const __half*>(scratch), x.ne[0], x.rows(), picked(y, b.few),
                picked(y, b.few_f32), s);
   if (b.many.count > 0) {
-    if (b.type == DType::Q8_0) launch_many<DType::Q8_0>(b.many, b.many_tiles, b.many_bn, s);
-    else if (b.type == DType::Q4_K) launch_many<DType::Q4_K>(b.many, b.many_tiles, b.many_bn, s);
-    else if (b.type == DType::Q5_K) launch_many<DType::Q5_K>(b.many, b.many_tiles, b.many_bn, s);
-    else if (b.type == DType::Q6_K) launch_many<DType::Q6_K>(b.many, b.many_tiles, b.many_bn, s);
-    else launch_many<DType::IQ4_XS>(b.many, b.many_tiles, b.many_bn, s);
+    pipe::for_type(b.type, [&](auto type) { launch_many<decltype(type)::value>(b.many, b.many_tiles, b.many_bn, s); });
     ZINC_CUDA_LAUNCHED("matmul_many_tiled");
     sum_splits(b.many_sum, s);
   }

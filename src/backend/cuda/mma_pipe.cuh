@@ -1,10 +1,9 @@
 // The pipelined tensor-core tile product of the prefill kernels (matmul_tiled.cu,
-// moe_grouped.cu) for the weight types whose k-chunks can be staged as raw bytes
-// (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4): a block of 8 warps computes 128 weight rows
-// x BN tokens (f16 token rows, f32 accumulate).
+// moe_grouped.cu) for every quantized weight type (the list: for_type): a block of 8
+// warps computes 128 weight rows x BN tokens (f16 token rows, f32 accumulate).
 //
-// The raw weight bytes of a k-chunk (one K-quant super-block of 256, four Q8_0
-// blocks, eight MXFP4 blocks) and the token rows' chunk are copied to shared memory
+// The raw weight bytes of a k-chunk (one K-quant super-block of 256, four blocks of
+// 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), eight MXFP4 blocks) and the token rows' chunk are copied to shared memory
 // with cp.async, up to 4 chunks in flight, so global latency overlaps the math of
 // earlier chunks; one barrier per chunk. Each warp owns 16 weight rows and every
 // token of the tile, and each thread dequantizes its own mma.sync A fragments
@@ -12,10 +11,10 @@
 // block, with no weight tile in shared memory and no barrier between the k-steps of 64.
 //
 // MXFP4 rows (17-byte blocks: gpt-oss's 2880-element rows are 1530 bytes) are not even
-// 4-byte aligned, nor are Q6_K's 210-byte super-blocks, so each row's chunk is copied in
-// 16-byte pieces from the boundary below it and read at its offset ("shifted"); MXFP4
-// rows need only k % 64 == 0 (a last chunk of 64 to 192 elements computes only its
-// k-steps).
+// 4-byte aligned, nor are Q6_K's 210-byte or Q3_K's 110-byte super-blocks, and Q2_K's
+// 84 bytes are not whole 8-byte pieces, so each row's chunk is copied in 16-byte pieces
+// from the boundary below it and read at its offset ("shifted"); MXFP4 rows need only
+// k % 64 == 0 (a last chunk of 64 to 192 elements computes only its k-steps).
 //
 // Why f16 and not bf16: a 4- or 8-bit code ORed under the exponent of 1024.0 is an
 // exact f16, so two codes become f16 with one LOP3 or PRMT, and one HSUB2 + HFMA2
@@ -36,6 +35,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dequant.cuh"
@@ -51,7 +51,10 @@ constexpr int kSmemBudget = 113 * 1024;
 
 // Rows staged from the 16-byte boundary below each chunk and read at their offset.
 template <DType T>
-inline constexpr bool kShifted = T == DType::MXFP4 || T == DType::Q6_K;
+inline constexpr bool kShifted = T == DType::MXFP4 || T == DType::Q6_K || T == DType::Q3_K || T == DType::Q2_K;
+// The alignment a shifted type's Frag needs of its rows (the widest load it makes).
+template <DType T>
+inline constexpr int kRowAlign = T == DType::Q2_K ? 4 : T == DType::MXFP4 ? 1 : 2;
 // The most tokens a tile of type T takes: Q6_K's staged rows leave room for two stages
 // of 32 tokens, not of 64.
 template <DType T>
@@ -86,7 +89,9 @@ struct Config {
 template <DType T>
 bool fits(const void* data, size_t row_bytes, int64_t k) {
   using C = Config<T, 16>;
-  if constexpr (kShifted<T>) return k % 64 == 0 && k % Dequant<T>::kBlockElems == 0;
+  if constexpr (kShifted<T>)
+    return k % 64 == 0 && k % Dequant<T>::kBlockElems == 0 && reinterpret_cast<uintptr_t>(data) % kRowAlign<T> == 0 &&
+           row_bytes % kRowAlign<T> == 0;
   return k % C::kChunk == 0 && row_bytes % C::kPiece == 0 && reinterpret_cast<uintptr_t>(data) % C::kPiece == 0;
 }
 
@@ -174,6 +179,87 @@ __device__ __forceinline__ uint32_t k_value(uint32_t magic_codes, uint32_t scale
   return as_u32(__hfma2(codes_f16(magic_codes, kMagic), __low2half2(sm), __high2half2(sm)));
 }
 
+// The 4-bit codes of elements e..e+7 of a 32-element block packed as Q4_0's (element
+// j the low nibble of byte j, j + 16 the high one; q: bytes (e % 16)..+7, high: e >= 16)
+// as the pairs (e, e+2), (e+1, e+3), (e+4, e+6), (e+5, e+7) in bits 0-3 and 16-19.
+__device__ __forceinline__ void nibble_pairs(uint2 q, bool high, uint32_t (&c)[4]) {
+  const int shift = high ? 4 : 0;
+  c[0] = (q.x >> shift) & 0x000F000Fu, c[1] = (q.x >> (shift + 8)) & 0x000F000Fu;
+  c[2] = (q.y >> shift) & 0x000F000Fu, c[3] = (q.y >> (shift + 8)) & 0x000F000Fu;
+}
+// Q5_0 / Q5_1's fifth bits of those pairs: bit e + o of qh (o = 0, 1, 4, 5) and bit
+// e + o + 2, placed at bits 4 and 20.
+__device__ __forceinline__ void fifth_bits(uint32_t qh, int e, uint32_t (&c)[4]) {
+  const uint32_t h = qh >> e;
+  const auto place = [](uint32_t b) { return ((b << 4) & 0x10u) | ((b << 18) & 0x100000u); };
+  c[0] |= place(h), c[1] |= place(h >> 1), c[2] |= place(h >> 4), c[3] |= place(h >> 5);
+}
+// Codes c (bits 0-4 and 16-20 of each pair) minus `bias`, times the f16 pair d.
+template <uint32_t kBias>
+__device__ __forceinline__ void signed_frag(const uint32_t (&c)[4], __half2 d, uint32_t (&out)[4]) {
+  constexpr uint32_t bias = (0x6400u + kBias) * 0x10001u;  // 1024 + kBias in both halves
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = as_u32(__hmul2(codes_f16(c[i] | kMagic, bias), d));
+}
+
+// Q4_0 / Q5_0 / IQ4_NL chunks: 4 blocks of f16 d, (Q5_0: 32 fifth bits,) 16 bytes of
+// codes c; d · (c - 8), d · (c - 16), d · table[c]. Q4_1 / Q5_1: f16 d and m first,
+// d · c + m. Scale word: d in both halves, or (d, m) as stored.
+template <> struct Frag<DType::Q4_0> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 18 * s);
+    return d | (d << 16);
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    uint32_t c[4];
+    nibble_pairs(load_bytes8<2>(row + 18 * s + 2 + (l & 15)), l >= 16, c);
+    signed_frag<8>(c, as_half2(scale), out);
+  }
+};
+template <> struct Frag<DType::Q5_0> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 22 * s);
+    return d | (d << 16);
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const uint8_t* b = row + 22 * s;
+    uint32_t c[4];
+    nibble_pairs(load_bytes8<2>(b + 6 + (l & 15)), l >= 16, c);
+    fifth_bits(load_u16(b + 2) | (static_cast<uint32_t>(load_u16(b + 4)) << 16), l, c);
+    signed_frag<16>(c, as_half2(scale), out);
+  }
+};
+template <> struct Frag<DType::Q4_1> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return *reinterpret_cast<const uint32_t*>(row + 20 * s); }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    uint32_t c[4];
+    nibble_pairs(load_bytes8<4>(row + 20 * s + 4 + (l & 15)), l >= 16, c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = k_value(c[i] | kMagic, scale);
+  }
+};
+template <> struct Frag<DType::Q5_1> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return *reinterpret_cast<const uint32_t*>(row + 24 * s); }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const uint8_t* b = row + 24 * s;
+    uint32_t c[4];
+    nibble_pairs(*reinterpret_cast<const uint2*>(b + 8 + (l & 15)), l >= 16, c);
+    fifth_bits(*reinterpret_cast<const uint32_t*>(b + 4), l, c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = k_value(c[i] | kMagic, scale);
+  }
+};
+template <> struct Frag<DType::IQ4_NL> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return Frag<DType::Q4_0>::scale(row, s); }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const uint2 q = load_bytes8<2>(row + 18 * s + 2 + (l & 15));
+    const int shift = l & 16 ? 4 : 0;
+    constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
+    biased_bytes_frag(book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu),
+                      as_half2(scale), out);  // entries are value + 128
+  }
+};
+
 template <> struct Frag<DType::Q4_K> {
   __device__ static uint32_t scale(const uint8_t* row, int s) { return k_scale_word(row, s); }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
@@ -243,6 +329,55 @@ template <> struct Frag<DType::Q6_K> {
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     q6k_frag(row, s, l, [&] { return l < 16 ? __low2half2(as_half2(scale)) : __high2half2(as_half2(scale)); }, out);
+  }
+};
+
+// Q3_K chunk: one super-block of hmask[32], qs[64], 12 bytes of 6-bit scales and f16 d.
+// Element 128h + 32m + j (m < 4, j < 32) has the code bits 2m, 2m + 1 of qs[32h + j] with
+// bit 4h + m of hmask[j] above them (c < 8) for d · (scale - 32) · (c - 4), the scale
+// of its 16: scale i's low 4 bits are byte i's low nibble (i < 8) or byte i - 8's high
+// one, its top 2 bits those at 2 (i / 4) of byte 8 + i % 4. Scale word: d · (scale - 32)
+// of sub-block s's two halves, each product rounded once to f16. Its rows are 2-byte aligned.
+template <> struct Frag<DType::Q3_K> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    const uint8_t* sc = row + 96;
+    const int i = 2 * s, top = 2 * (i / 4);  // scales i and i + 1
+    const uint32_t lo0 = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4, lo1 = i < 8 ? sc[i + 1] & 15 : sc[i - 7] >> 4;
+    const uint32_t s0 = lo0 | ((sc[8 + i % 4] >> top) & 3) << 4, s1 = lo1 | ((sc[9 + i % 4] >> top) & 3) << 4;
+    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 108);
+    return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(s0 | (s1 << 16) | kMagic, 0x64206420u)));  // 1024 + 32
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const int low = 2 * (s % 4);
+    const uint2 q = load_unaligned8(row + 32 + 32 * (s / 4) + l);
+    const uint2 h = load_unaligned8(row + l);
+    const auto code = [&](uint32_t ql, uint32_t hm, int at) {
+      return ((ql >> (low + at)) & 0x00030003u) | (((hm >> (s + at)) & 0x00010001u) << 2);
+    };
+    const uint32_t c[4] = {code(q.x, h.x, 0), code(q.x, h.x, 8), code(q.y, h.y, 0), code(q.y, h.y, 8)};
+    signed_frag<4>(c, l < 16 ? __low2half2(as_half2(scale)) : __high2half2(as_half2(scale)), out);
+  }
+};
+
+// Q2_K chunk: one super-block of 16 scale bytes (a 4-bit scale, and a 4-bit minimum
+// above it, for each 16 elements), qs[64], f16 d and dmin. Element 128h + 32m + j is
+// bits 2m, 2m + 1 of qs[32h + j], a code c for d · scale · c - dmin · minimum, with
+// scale byte 8h + 2m + j / 16. Scale word: sub-block s's two scale bytes; load forms
+// (d · scale, -dmin · minimum) of its half as Q4_K's scale word. Its rows are 4-byte aligned.
+template <> struct Frag<DType::Q2_K> {
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    return *reinterpret_cast<const uint16_t*>(row + 2 * s);
+  }
+  __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
+    const uint32_t b = (l < 16 ? scale : scale >> 8) & 0xFFu;
+    const uint32_t dm = *reinterpret_cast<const uint32_t*>(row + 80) ^ 0x80000000u;  // (d, -dmin)
+    const uint32_t word = as_u32(__hmul2(as_half2(dm), codes_f16((b & 15) | ((b >> 4) << 16) | kMagic, kMagic)));
+    const uint2 q = load_bytes8<4>(row + 16 + 32 * (s / 4) + l);
+    const int low = 2 * (s % 4);
+    out[0] = k_value(((q.x >> low) & 0x00030003u) | kMagic, word);
+    out[1] = k_value(((q.x >> (low + 8)) & 0x00030003u) | kMagic, word);
+    out[2] = k_value(((q.y >> low) & 0x00030003u) | kMagic, word);
+    out[3] = k_value(((q.y >> (low + 8)) & 0x00030003u) | kMagic, word);
   }
 };
 
@@ -442,6 +577,38 @@ __device__ __forceinline__ void product(uint8_t* smem, ARow a_row, BRow b_row, c
     cp_async_commit();
     tile.compute(tile.stage(c % C::kStages), c, acc);
   }
+}
+
+// Calls f(std::integral_constant<DType, T>{}) when t is a pipelined type T; returns
+// whether it was one. The one list of these types.
+template <class F>
+bool for_type(DType t, F&& f) {
+  switch (t) {
+#define ZINC_PIPE_CASE(T) \
+  case DType::T: f(std::integral_constant<DType, DType::T>{}); return true;
+    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_0) ZINC_PIPE_CASE(Q4_1) ZINC_PIPE_CASE(Q5_0) ZINC_PIPE_CASE(Q5_1)
+    ZINC_PIPE_CASE(IQ4_NL) ZINC_PIPE_CASE(MXFP4) ZINC_PIPE_CASE(Q2_K) ZINC_PIPE_CASE(Q3_K) ZINC_PIPE_CASE(Q4_K)
+    ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(Q6_K) ZINC_PIPE_CASE(IQ4_XS)
+#undef ZINC_PIPE_CASE
+    default: return false;
+  }
+}
+// Whether rows of type t at `data` (row_bytes each, k elements) go through the tiles.
+inline bool takes(DType t, const void* data, size_t row_bytes, int64_t k) {
+  bool ok = false;
+  for_type(t, [&](auto type) { ok = fits<decltype(type)::value>(data, row_bytes, k); });
+  return ok;
+}
+// kMaxTokens and Config's k per chunk of a pipelined type t.
+inline int max_tokens(DType t) {
+  int m = 0;
+  for_type(t, [&](auto type) { m = kMaxTokens<decltype(type)::value>; });
+  return m;
+}
+inline int chunk_elems(DType t) {
+  int c = 0;
+  for_type(t, [&](auto type) { c = Config<decltype(type)::value, 16>::kChunk; });
+  return c;
 }
 
 // Tile coordinates of acc[nt][i] (see Tile::compute).

@@ -1,8 +1,8 @@
 // Mixture of experts for batches (n > kMatvecMaxTokens): the (token, slot) pairs
 // are grouped by expert on the GPU, so every expert's weights are read and
 // dequantized once per tile of its tokens (16, 32 or 64) instead of once per token:
-// through the pipelined tile product of mma_pipe.cuh when all three weights are
-// Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS / MXFP4, else the generic mma_tile.cuh. The tile follows the
+// through the pipelined tile product of mma_pipe.cuh when all three weights are of
+// its quantized types (pipe::for_type), else the generic mma_tile.cuh. The tile follows the
 // average tokens per expert: a 512-token batch gives the flagship's 256 experts 16
 // each, gpt-oss-20b's 32 experts 64.
 //
@@ -259,20 +259,11 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(co
     }
 }
 
-// Calls f(std::integral_constant<DType, T>{}) for a pipelined type t; false for the others.
+// Calls f(std::integral_constant<DType, T>{}) when w's rows of k elements go through the
+// pipelined tiles; false for the others.
 template <class F>
 bool dispatch_pipelined(const Tensor& w, int64_t k, F&& f) {
-  switch (w.type) {
-#define ZINC_PIPE_CASE(T)                                                   \
-  case DType::T:                                                            \
-    if (!pipe::fits<DType::T>(w.data, w.row_bytes(), k)) return false;     \
-    f(std::integral_constant<DType, DType::T>{});                           \
-    return true;
-    ZINC_PIPE_CASE(Q8_0) ZINC_PIPE_CASE(Q4_K) ZINC_PIPE_CASE(Q5_K) ZINC_PIPE_CASE(Q6_K) ZINC_PIPE_CASE(IQ4_XS)
-    ZINC_PIPE_CASE(MXFP4)
-#undef ZINC_PIPE_CASE
-    default: return false;
-  }
+  return pipe::takes(w.type, w.data, w.row_bytes(), k) && pipe::for_type(w.type, f);
 }
 
 // y[t] = sum over slots j in order of w[t, j] · out[t · k + j]; a bad id makes the row NaN.
@@ -326,7 +317,8 @@ void moe_ffn_grouped(const Tensor& x, const ExpertWeights& ex, const Tensor& ids
   else to_bf16(x.as<const float>(), static_cast<__nv_bfloat16*>(p.s.xb), d * n, s);
   // Q6_K tiles take at most 32 tokens (pipe::kMaxTokens).
   const bool narrow = pairs < kNarrowBelowPerExpert * E,
-             wide = pairs >= kWideFromPerExpert * E && gate.type != DType::Q6_K && down.type != DType::Q6_K;
+             wide = pairs >= kWideFromPerExpert * E &&
+                    std::min(pipe::max_tokens(gate.type), pipe::max_tokens(down.type)) >= kPipeTokensWide;
   int tile = kTokens;  // tokens per tile
   if (few) tile = kFewTileTokens;
   else if (piped) tile = narrow ? kPipeTokensNarrow : wide ? kPipeTokensWide : kPipeTokens;

@@ -264,16 +264,23 @@ void check_prefill_ops(Checker& c) {
       c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(w.gpu, n));
     }
   }
-  // The pipelined tiles (Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS) at more token counts, and
-  // matmul_many in one launch over the flagship's router + shared expert gate/up + gate
-  // logit shape.
-  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  // The pipelined tiles (every quantized type: 63 tokens) at more token counts; rows of
+  // 2880 (gpt-oss's): MXFP4's last chunk of 64, while Q4_0 and IQ4_NL (k % 128) fall
+  // back to the generic tiles. Then matmul_many in one launch over the flagship's
+  // router + shared expert gate/up + gate logit shape.
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     const int64_t in = 2048, out = 300;
     auto w = c.weight(t, {in, out}, 0.03f);
-    for (int64_t n : {63, 1000}) {
+    for (int64_t n : {33, 63, 1000}) {
       const auto y = c.matmul_fresh(w, n);
       c.report("matmul " + tname(t) + " in=2048 out=300 n=" + std::to_string(n), c.rel_err(y), matmul_tol(w.gpu, n));
     }
+  }
+  for (DType t : {DType::MXFP4, DType::Q4_0, DType::IQ4_NL}) {
+    auto w = c.weight(t, {2880, 200}, 0.03f);
+    const auto y = c.matmul_fresh(w, 40);
+    c.report("matmul " + tname(t) + " in=2880 out=200 n=40", c.rel_err(y), matmul_tol(w.gpu, 40));
   }
   const std::pair<DType, int64_t> many[] = {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}};
   std::vector<Checker::Both> mw;
@@ -296,7 +303,9 @@ void check_prefill_ops(Checker& c) {
                                                   {DType::BF16, DType::Q2_K}, {DType::Q3_K, DType::IQ4_NL},
                                                   {DType::Q5_0, DType::Q5_1}, {DType::F32, DType::Q4_1},
                                                   {DType::Q8_0, DType::Q8_0}, {DType::MXFP4, DType::MXFP4},
-                                                  {DType::IQ4_XS, DType::Q6_K}};
+                                                  {DType::IQ4_XS, DType::Q6_K}, {DType::Q2_K, DType::Q3_K},
+                                                  {DType::Q4_0, DType::Q2_K},   {DType::Q4_1, DType::Q5_0},
+                                                  {DType::IQ4_NL, DType::Q4_1}, {DType::Q5_1, DType::Q8_0}};
   for (auto [gu, dn] : expert_types) {
     auto gate = c.weight(gu, {dm, ffe, E}, 0.06f), up = c.weight(gu, {dm, ffe, E}, 0.06f);
     auto down = c.weight(dn, {ffe, dm, E}, 0.09f);
