@@ -42,7 +42,6 @@ __device__ __forceinline__ uint2 load_bytes8(const uint8_t* p) {
   }
 }
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
-__device__ __forceinline__ int byte_of(uint2 b, int i) { return ((i < 4 ? b.x : b.y) >> (8 * (i & 3))) & 255; }
 
 // Nibble codes of elements e..e+7 of a 32-element group packed as in Q4_0
 // (element j low nibble of qs[j], element j+16 high nibble of qs[j]).
@@ -50,7 +49,6 @@ template <int Align>
 __device__ __forceinline__ uint2 nibble_bytes(const uint8_t* qs, int e) {
   return load_bytes8<Align>(qs + (e & 15));
 }
-__device__ __forceinline__ int nibble_of(uint2 b, int i, bool high) { return (byte_of(b, i) >> (high ? 4 : 0)) & 15; }
 
 // Integer codes to floats without I2F (a quarter-rate instruction on Hopper that
 // bounds a matvec's issue rate): byte i of a code word placed under the exponent of
@@ -165,15 +163,26 @@ template <> struct Dequant<DType::Q8_0> {
     for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
+// Q5_0 / Q5_1: bits e .. e + 7 of the fifth bits qh, one per byte at bit 4 (a multiply
+// spreads four bits to four bytes).
+__device__ __forceinline__ uint2 fifth_bit_bytes(uint32_t qh, int e) {
+  const uint32_t h = qh >> e;
+  return make_uint2(((h & 15u) * 0x00204081u & 0x01010101u) << 4, (((h >> 4) & 15u) * 0x00204081u & 0x01010101u) << 4);
+}
 template <> struct Dequant<DType::Q4_0> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    const float d = half_to_float(load_u16(b));
     const int e = e0 & 31;
-    const uint2 q = nibble_bytes<2>(b + 2, e);
+    const uint2 q = nibble_codes(nibble_bytes<2>(b + 2, e), e >= 16);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(nibble_of(q, i, e >= 16) - 8) * d;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 8.0f);
+    return half_to_float(load_u16(b));
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float d = codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::Q4_1> {
@@ -182,22 +191,28 @@ template <> struct Dequant<DType::Q4_1> {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
     const float d = half_to_float(load_u16(b)), m = half_to_float(load_u16(b + 2));
     const int e = e0 & 31;
-    const uint2 q = nibble_bytes<4>(b + 4, e);
+    const uint2 q = nibble_codes(nibble_bytes<4>(b + 4, e), e >= 16);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(nibble_of(q, i, e >= 16)) * d + m;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 0.0f) * d + m;
   }
 };
 template <> struct Dequant<DType::Q5_0> {
   static constexpr int kBlockElems = 32, kBlockBytes = 22;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
-    const float d = half_to_float(load_u16(b));
     const uint32_t qh = load_u16(b + 2) | (static_cast<uint32_t>(load_u16(b + 4)) << 16);
     const int e = e0 & 31;
-    const uint2 q = nibble_bytes<2>(b + 6, e);
+    uint2 q = nibble_codes(nibble_bytes<2>(b + 6, e), e >= 16);
+    const uint2 h = fifth_bit_bytes(qh, e);
+    q.x |= h.x, q.y |= h.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = static_cast<float>((nibble_of(q, i, e >= 16) | static_cast<int>(((qh >> (e + i)) & 1) << 4)) - 16) * d;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 16.0f);
+    return half_to_float(load_u16(b));
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float d = codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::Q5_1> {
@@ -205,28 +220,26 @@ template <> struct Dequant<DType::Q5_1> {
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
     const float d = half_to_float(load_u16(b)), m = half_to_float(load_u16(b + 2));
-    const uint32_t qh = *reinterpret_cast<const uint32_t*>(b + 4);
     const int e = e0 & 31;
-    const uint2 q = nibble_bytes<8>(b + 8, e);
+    uint2 q = nibble_codes(nibble_bytes<8>(b + 8, e), e >= 16);
+    const uint2 h = fifth_bit_bytes(*reinterpret_cast<const uint32_t*>(b + 4), e);
+    q.x |= h.x, q.y |= h.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = static_cast<float>(nibble_of(q, i, e >= 16) | static_cast<int>(((qh >> (e + i)) & 1) << 4)) * d + m;
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 0.0f) * d + m;
   }
 };
-// 32-element blocks of 4-bit indices into a value table (IQ4_NL, MXFP4): elements
-// e..e+7 of the block whose quants start at qs (ALIGN: their byte alignment), scaled by d.
-template <int ALIGN>
-__device__ __forceinline__ void table_nibbles8(const uint8_t* qs, int e, float d, const CodeBook16& book, float* v) {
-  book_values8(book, nibble_bytes<ALIGN>(qs, e), e >= 16, v);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] *= d;
-}
 template <> struct Dequant<DType::IQ4_NL> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
     constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
-    table_nibbles8<2>(b + 2, e0 & 31, half_to_float(load_u16(b)), book, v);
+    book_values8(book, nibble_bytes<2>(b + 2, e0 & 31), (e0 & 31) >= 16, v);
+    return half_to_float(load_u16(b));
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float d = codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::MXFP4> {
@@ -234,7 +247,10 @@ template <> struct Dequant<DType::MXFP4> {
   __device__ static void load8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
     constexpr CodeBook16 book = kMxfp4Book;
-    table_nibbles8<1>(b + 1, e0 & 31, e8m0_half(b[0]), book, v);
+    book_values8(book, nibble_bytes<1>(b + 1, e0 & 31), (e0 & 31) >= 16, v);
+    const float d = e8m0_half(b[0]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 
@@ -248,27 +264,31 @@ template <> struct Dequant<DType::Q2_K> {
     const int sc = b[e / 16];
     const float dl = half_to_float(load_u16(b + 80)) * static_cast<float>(sc & 15);
     const float ml = half_to_float(load_u16(b + 82)) * static_cast<float>(sc >> 4);
-    const uint2 q = load_bytes8<4>(b + 16 + 32 * half + l);
+    const uint2 q = byte_bits(load_bytes8<4>(b + 16 + 32 * half + l), 2 * k, 0x03030303u, 0);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = dl * static_cast<float>((byte_of(q, i) >> (2 * k)) & 3) - ml;
+    for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 0.0f) - ml;
   }
 };
 template <> struct Dequant<DType::Q3_K> {
   static constexpr int kBlockElems = 256, kBlockBytes = 110;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  // Codes c - 4, c the two low bits with the hmask bit above them.
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 256) * kBlockBytes;
     const int e = e0 & 255, half = e / 128, k = (e % 128) / 32, l = e % 32, m = e / 32, sub = e / 16;
     const uint8_t* scales = b + 96;
     const int low = sub < 8 ? (scales[sub] & 15) : (scales[sub - 8] >> 4);
     const int high = (scales[8 + sub % 4] >> (2 * (sub / 4))) & 3;
-    const float dl = half_to_float(load_u16(b + 108)) * static_cast<float>((low | (high << 4)) - 32);
-    const uint2 q = load_bytes8<2>(b + 32 + 32 * half + l);
-    const uint2 h = load_bytes8<2>(b + l);
+    uint2 q = byte_bits(load_bytes8<2>(b + 32 + 32 * half + l), 2 * k, 0x03030303u, 0);
+    const uint2 h = byte_bits(load_bytes8<2>(b + l), m, 0x01010101u, 2);
+    q.x |= h.x, q.y |= h.y;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int c = ((byte_of(q, i) >> (2 * k)) & 3) - (((byte_of(h, i) >> m) & 1) ? 0 : 4);
-      v[i] = dl * static_cast<float>(c);
-    }
+    for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 4.0f);
+    return half_to_float(load_u16(b + 108)) * static_cast<float>((low | (high << 4)) - 32);
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float dl = codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= dl;
   }
 };
 
@@ -384,15 +404,18 @@ template <> struct Dequant<DType::Q6_K> {
 };
 template <> struct Dequant<DType::IQ4_XS> {
   static constexpr int kBlockElems = 256, kBlockBytes = 136;
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+  __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 256) * kBlockBytes;
     const int e = e0 & 255, sub = e / 32;
     const int low = (b[4 + sub / 2] >> (4 * (sub % 2))) & 15;
     const int high = (load_u16(b + 2) >> (2 * sub)) & 3;
-    const float dl = half_to_float(load_u16(b)) * static_cast<float>((low | (high << 4)) - 32);
     const uint2 q = nibble_bytes<8>(b + 8 + 16 * sub, e & 31);
     constexpr CodeBook16 book = kIq4nlBook;
     book_values8(book, q, (e & 31) >= 16, v);
+    return half_to_float(load_u16(b)) * static_cast<float>((low | (high << 4)) - 32);
+  }
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float dl = codes8(row, e0, v);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] *= dl;
   }

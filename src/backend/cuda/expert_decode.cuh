@@ -126,6 +126,16 @@ __device__ __forceinline__ void run_dot(const uint8_t* row, int q, const float4*
 #pragma unroll
     for (int t = 0; t < kMaxX; ++t)
       if (t < nx) acc[t] += r.dl * s[t] - r.ml * xsum[t * (x_chunks / 8) + q];
+  } else if constexpr (requires(float* v) { Dequant<T>::codes8(row, 0, v); }) {
+    // One scale per 8 elements, applied once.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float v[8];
+      const float scale = Dequant<T>::codes8(row, 32 * q + 8 * j, v);
+#pragma unroll
+      for (int t = 0; t < kMaxX; ++t)
+        if (t < nx) acc[t] += scale * dot8(v, t, j);
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
