@@ -146,8 +146,17 @@ template <> struct Dequant<DType::BF16> {
   }
 };
 // Formats whose 8 elements are codes times one scale also offer codes8: the codes as
-// floats, returning the scale, so a dot product can apply it once.
-template <> struct Dequant<DType::Q8_0> {
+// floats, returning the scale, so a dot product can apply it once. ScaledCodes gives
+// them load8: the codes times their scale.
+template <class D>
+struct ScaledCodes {
+  __device__ static void load8(const uint8_t* row, int e0, float* v) {
+    const float scale = D::codes8(row, e0, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] *= scale;
+  }
+};
+template <> struct Dequant<DType::Q8_0> : ScaledCodes<Dequant<DType::Q8_0>> {
   static constexpr int kBlockElems = 32, kBlockBytes = 34;
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
@@ -157,11 +166,6 @@ template <> struct Dequant<DType::Q8_0> {
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 128.0f);
     return half_to_float(load_u16(b));
   }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float d = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= d;
-  }
 };
 // Q5_0 / Q5_1: bits e .. e + 7 of the fifth bits qh, one per byte at bit 4 (a multiply
 // spreads four bits to four bytes).
@@ -169,7 +173,7 @@ __device__ __forceinline__ uint2 fifth_bit_bytes(uint32_t qh, int e) {
   const uint32_t h = qh >> e;
   return make_uint2(((h & 15u) * 0x00204081u & 0x01010101u) << 4, (((h >> 4) & 15u) * 0x00204081u & 0x01010101u) << 4);
 }
-template <> struct Dequant<DType::Q4_0> {
+template <> struct Dequant<DType::Q4_0> : ScaledCodes<Dequant<DType::Q4_0>> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
@@ -178,11 +182,6 @@ template <> struct Dequant<DType::Q4_0> {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 8.0f);
     return half_to_float(load_u16(b));
-  }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float d = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::Q4_1> {
@@ -196,7 +195,7 @@ template <> struct Dequant<DType::Q4_1> {
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 0.0f) * d + m;
   }
 };
-template <> struct Dequant<DType::Q5_0> {
+template <> struct Dequant<DType::Q5_0> : ScaledCodes<Dequant<DType::Q5_0>> {
   static constexpr int kBlockElems = 32, kBlockBytes = 22;
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
@@ -208,11 +207,6 @@ template <> struct Dequant<DType::Q5_0> {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 16.0f);
     return half_to_float(load_u16(b));
-  }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float d = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::Q5_1> {
@@ -228,18 +222,13 @@ template <> struct Dequant<DType::Q5_1> {
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 0.0f) * d + m;
   }
 };
-template <> struct Dequant<DType::IQ4_NL> {
+template <> struct Dequant<DType::IQ4_NL> : ScaledCodes<Dequant<DType::IQ4_NL>> {
   static constexpr int kBlockElems = 32, kBlockBytes = 18;
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 32) * kBlockBytes;
     constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
     book_values8(book, nibble_bytes<2>(b + 2, e0 & 31), (e0 & 31) >= 16, v);
     return half_to_float(load_u16(b));
-  }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float d = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= d;
   }
 };
 template <> struct Dequant<DType::MXFP4> {
@@ -269,7 +258,7 @@ template <> struct Dequant<DType::Q2_K> {
     for (int i = 0; i < 8; ++i) v[i] = dl * code_as_float(q, i, 0.0f) - ml;
   }
 };
-template <> struct Dequant<DType::Q3_K> {
+template <> struct Dequant<DType::Q3_K> : ScaledCodes<Dequant<DType::Q3_K>> {
   static constexpr int kBlockElems = 256, kBlockBytes = 110;
   // Codes c - 4, c the two low bits with the hmask bit above them.
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
@@ -284,11 +273,6 @@ template <> struct Dequant<DType::Q3_K> {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = code_as_float(q, i, 4.0f);
     return half_to_float(load_u16(b + 108)) * static_cast<float>((low | (high << 4)) - 32);
-  }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float dl = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= dl;
   }
 };
 
@@ -368,7 +352,7 @@ template <> struct Dequant<DType::Q5_K> {
   }
   __device__ static void load8(const uint8_t* row, int e0, float* v) { run8(run(row, e0), e0 % 32, v); }
 };
-template <> struct Dequant<DType::Q6_K> {
+template <> struct Dequant<DType::Q6_K> : ScaledCodes<Dequant<DType::Q6_K>> {
   static constexpr int kBlockElems = 256, kBlockBytes = 210;
   // codes8 of the block at b, which is aligned to Align bytes: the 210-byte blocks of
   // a row alternate between 2- and 4-byte alignment (every fourth is 8-byte aligned)
@@ -396,13 +380,8 @@ template <> struct Dequant<DType::Q6_K> {
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     return block_codes8<2>(row + (e0 / 256) * kBlockBytes, e0 & 255, v);
   }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float dl = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= dl;
-  }
 };
-template <> struct Dequant<DType::IQ4_XS> {
+template <> struct Dequant<DType::IQ4_XS> : ScaledCodes<Dequant<DType::IQ4_XS>> {
   static constexpr int kBlockElems = 256, kBlockBytes = 136;
   __device__ static float codes8(const uint8_t* row, int e0, float* v) {
     const uint8_t* b = row + (e0 / 256) * kBlockBytes;
@@ -413,11 +392,6 @@ template <> struct Dequant<DType::IQ4_XS> {
     constexpr CodeBook16 book = kIq4nlBook;
     book_values8(book, q, (e & 31) >= 16, v);
     return half_to_float(load_u16(b)) * static_cast<float>((low | (high << 4)) - 32);
-  }
-  __device__ static void load8(const uint8_t* row, int e0, float* v) {
-    const float dl = codes8(row, e0, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] *= dl;
   }
 };
 
