@@ -3,9 +3,9 @@
 // warps computes 128 weight rows x BN tokens (f16 token rows, f32 accumulate).
 //
 // The raw weight bytes of a k-chunk (one K-quant super-block of 256, four blocks of
-// 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), eight MXFP4 blocks) and the token rows' chunk are copied to shared memory
-// with cp.async, up to 4 chunks in flight, so global latency overlaps the math of
-// earlier chunks; one barrier per chunk. Each warp owns 16 weight rows and every
+// 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), eight MXFP4 blocks) and the token rows'
+// chunk are copied to shared memory with cp.async, up to 4 chunks in flight, so global
+// latency overlaps the math of earlier chunks; one barrier per chunk. Each warp owns 16 weight rows and every
 // token of the tile, and each thread dequantizes its own mma.sync A fragments
 // straight from the staged bytes: every weight element is dequantized once per
 // block, with no weight tile in shared memory and no barrier between the k-steps of 64.
@@ -230,7 +230,9 @@ template <> struct Frag<DType::Q5_0> {
   }
 };
 template <> struct Frag<DType::Q4_1> {
-  __device__ static uint32_t scale(const uint8_t* row, int s) { return *reinterpret_cast<const uint32_t*>(row + 20 * s); }
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    return *reinterpret_cast<const uint32_t*>(row + 20 * s);
+  }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     uint32_t c[4];
     nibble_pairs(load_bytes8<4>(row + 20 * s + 4 + (l & 15)), l >= 16, c);
@@ -239,7 +241,9 @@ template <> struct Frag<DType::Q4_1> {
   }
 };
 template <> struct Frag<DType::Q5_1> {
-  __device__ static uint32_t scale(const uint8_t* row, int s) { return *reinterpret_cast<const uint32_t*>(row + 24 * s); }
+  __device__ static uint32_t scale(const uint8_t* row, int s) {
+    return *reinterpret_cast<const uint32_t*>(row + 24 * s);
+  }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     const uint8_t* b = row + 24 * s;
     uint32_t c[4];
