@@ -118,9 +118,9 @@ struct EngineOptions {
   int64_t prefix_checkpoint_tokens = 1024;
   // Before serving, a forward pass over a prompt of this many tokens (at most the
   // context allows) and three decode steps on a slot (reset, as always, when a request
-  // takes it): what the first request would otherwise pay once (on a GPU: loading each kernel's code at
-  // its first launch, growing the scratch memory, capturing the decode step's graph)
-  // is paid by the constructor instead. 0: none.
+  // takes it): what the first request would otherwise pay once (on a GPU: loading each
+  // kernel's code at its first launch, growing the scratch memory, capturing the decode
+  // step's graph) is paid by the constructor instead. 0: none.
   int64_t warm_up_tokens = 0;
 };
 

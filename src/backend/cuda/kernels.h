@@ -44,8 +44,8 @@ bool matmul_few_takes(const Tensor& w, int64_t n);
 void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const float* x, const __half* xb, int64_t in,
                 int64_t n, std::span<const Tensor> y, std::span<const Tensor> f32_y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for more tokens: from kDenseGemmMinTokens tokens, the weights DenseGemm
-// takes go through it (dense_gemm.h); below, Q8_0 / Q4_K / Q5_K / Q6_K / IQ4_XS weights of one type in
-// one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.
+// takes go through it (dense_gemm.h); below, quantized weights of one type (pipe::for_type)
+// in one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.
 // `scratch` holds matmul_batched_scratch_bytes(w, x) (x in f16, DenseGemm's f16
 // weight, F32 weights' partial sums).
 class DenseGemm;

@@ -147,12 +147,15 @@ __device__ __forceinline__ void biased_bytes_frag(uint32_t x, uint32_t y, __half
   out[3] = as_u32(__hmul2(codes_f16(__byte_perm(y, 0x64646464u, 0x4341), bias), d));
 }
 
+// The f16 at p in both halves of a word.
+__device__ __forceinline__ uint32_t d_pair(const uint8_t* p) {
+  const uint32_t d = *reinterpret_cast<const uint16_t*>(p);
+  return d | (d << 16);
+}
+
 // Q8_0 chunk: 4 blocks of (f16 d, 32 int8). Scale word: d in both halves.
 template <> struct Frag<DType::Q8_0> {
-  __device__ static uint32_t scale(const uint8_t* row, int s) {
-    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 34 * s);
-    return d | (d << 16);
-  }
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return d_pair(row + 34 * s); }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     const uint2 q = load_bytes8<2>(row + 34 * s + 2 + l);
     biased_bytes_frag(q.x ^ 0x80808080u, q.y ^ 0x80808080u, as_half2(scale), out);  // int8 to unsigned + 128
@@ -202,14 +205,19 @@ __device__ __forceinline__ void signed_frag(const uint32_t (&c)[4], __half2 d, u
   for (int i = 0; i < 4; ++i) out[i] = as_u32(__hmul2(codes_f16(c[i] | kMagic, bias), d));
 }
 
+// The IQ4_NL code book's entries for the low (l < 16) or high nibbles of q, times d.
+__device__ __forceinline__ void iq4_frag(uint2 q, int l, __half2 d, uint32_t (&out)[4]) {
+  const int shift = l & 16 ? 4 : 0;
+  constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
+  biased_bytes_frag(book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu), d,
+                    out);  // entries are value + 128
+}
+
 // Q4_0 / Q5_0 / IQ4_NL chunks: 4 blocks of f16 d, (Q5_0: 32 fifth bits,) 16 bytes of
 // codes c; d · (c - 8), d · (c - 16), d · table[c]. Q4_1 / Q5_1: f16 d and m first,
 // d · c + m. Scale word: d in both halves, or (d, m) as stored.
 template <> struct Frag<DType::Q4_0> {
-  __device__ static uint32_t scale(const uint8_t* row, int s) {
-    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 18 * s);
-    return d | (d << 16);
-  }
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return d_pair(row + 18 * s); }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     uint32_t c[4];
     nibble_pairs(load_bytes8<2>(row + 18 * s + 2 + (l & 15)), l >= 16, c);
@@ -217,10 +225,7 @@ template <> struct Frag<DType::Q4_0> {
   }
 };
 template <> struct Frag<DType::Q5_0> {
-  __device__ static uint32_t scale(const uint8_t* row, int s) {
-    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 22 * s);
-    return d | (d << 16);
-  }
+  __device__ static uint32_t scale(const uint8_t* row, int s) { return d_pair(row + 22 * s); }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     const uint8_t* b = row + 22 * s;
     uint32_t c[4];
@@ -256,11 +261,7 @@ template <> struct Frag<DType::Q5_1> {
 template <> struct Frag<DType::IQ4_NL> {
   __device__ static uint32_t scale(const uint8_t* row, int s) { return Frag<DType::Q4_0>::scale(row, s); }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
-    const uint2 q = load_bytes8<2>(row + 18 * s + 2 + (l & 15));
-    const int shift = l & 16 ? 4 : 0;
-    constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
-    biased_bytes_frag(book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu),
-                      as_half2(scale), out);  // entries are value + 128
+    iq4_frag(load_bytes8<2>(row + 18 * s + 2 + (l & 15)), l, as_half2(scale), out);
   }
 };
 
@@ -398,11 +399,7 @@ template <> struct Frag<DType::IQ4_XS> {
     return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(ls | (ls << 16) | kMagic, 0x64206420u)));  // 1024 + 32
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
-    const uint2 q = *reinterpret_cast<const uint2*>(row + 8 + 16 * s + (l & 15));
-    const int shift = l & 16 ? 4 : 0;
-    constexpr CodeBook16 book = kIq4nlBook;  // a copy in registers (device code cannot refer to the global)
-    biased_bytes_frag(book_bytes4(book, (q.x >> shift) & 0x0F0F0F0Fu), book_bytes4(book, (q.y >> shift) & 0x0F0F0F0Fu),
-                      as_half2(scale), out);  // entries are value + 128
+    iq4_frag(*reinterpret_cast<const uint2*>(row + 8 + 16 * s + (l & 15)), l, as_half2(scale), out);
   }
 };
 
