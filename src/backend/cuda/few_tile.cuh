@@ -57,14 +57,19 @@ inline Shape shape_for(int64_t in) {
 
 // A fragments of a staged chunk: pipe::Frag's, whose types carry a scale per 32
 // elements, and Q6_K's, whose scales are per 16 (lane_scale takes the lane's elements).
+// kShared: the scale is a block's, not a lane's, and costly to decode (Q4_K / Q5_K), so
+// the four lanes of a row group, which need the same words, each decode a quarter of
+// them and take the rest by shuffles (product).
 template <DType T>
 struct Frag : pipe::Frag<T> {
+  static constexpr bool kShared = T == DType::Q4_K || T == DType::Q5_K;
   __device__ static uint32_t lane_scale(const uint8_t* chunk, int s, int) { return pipe::Frag<T>::scale(chunk, s); }
 };
 
 // Q6_K (pipe::q6k_frag has the layout): the scale is the lane's own 16 elements'.
 template <>
 struct Frag<DType::Q6_K> {
+  static constexpr bool kShared = false;
   // d · sc of the lane's 16 elements, rounded once to f16, in both halves.
   __device__ static uint32_t lane_scale(const uint8_t* chunk, int s, int l) {
     const float d = __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(chunk + 208)));
@@ -186,20 +191,40 @@ __device__ __forceinline__ void load_token_f32(uint4 (&b)[C][4][2], const float*
 template <DType T, int C, int NB>
 __device__ __forceinline__ void product(const uint8_t* slot, int shift, const uint4 (&b)[NB][C][4][2],
                                         float (&acc)[NB][4]) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   constexpr int kStride = row_stride<T>(C), kBytes = chunk_bytes<T>();
   const uint8_t* row[2] = {slot + g * kStride + shift, slot + (g + 8) * kStride + shift};
+  // kShared: this lane's quarter of its rows' scale words, block q = 8c + s for q % 4 == t.
+  uint32_t own[2][2 * C];
+  if constexpr (Frag<T>::kShared) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int i = 0; i < 2 * C; ++i) {
+        const int q = 4 * i + t;
+        own[r][i] = Frag<T>::lane_scale(row[r] + q / 8 * kBytes, q % 8, 0);
+      }
+  }
 #pragma unroll
   for (int c = 0; c < C; ++c) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
+      uint32_t sc[4];
+      if constexpr (Frag<T>::kShared) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int q = 8 * c + 2 * j + i % 2;
+          sc[i] = __shfl_sync(0xffffffffu, own[i / 2][q / 4], (lane & ~3) | q % 4);
+        }
+      }
       uint32_t v[2][2][4];  // [row][run]: words (e, e+2), (e+1, e+3), (e+4, e+6), (e+5, e+7)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int run = 0; run < 2; ++run) {
           const uint8_t* chunk = row[r] + c * kBytes;
-          Frag<T>::load(chunk, 2 * j + run, 8 * t, Frag<T>::lane_scale(chunk, 2 * j + run, 8 * t), v[r][run]);
+          const uint32_t scale = Frag<T>::kShared ? sc[2 * r + run] : Frag<T>::lane_scale(chunk, 2 * j + run, 8 * t);
+          Frag<T>::load(chunk, 2 * j + run, 8 * t, scale, v[r][run]);
         }
 #pragma unroll
       for (int m = 0; m < 4; ++m) {

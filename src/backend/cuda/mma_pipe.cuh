@@ -130,6 +130,13 @@ __device__ __forceinline__ __half2 codes_f16(uint32_t magic_codes, uint32_t bias
   return __hsub2(as_half2(magic_codes), as_half2(bias2));
 }
 constexpr uint32_t kMagic = 0x64006400u;  // f16 1024.0 in both halves
+// (x & mask) | kMagic in one LOP3. Written as C++, ptxas emits an AND and an OR, since
+// one LOP3 takes one immediate; here kMagic comes in a register.
+__device__ __forceinline__ uint32_t masked_magic(uint32_t x, uint32_t mask) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "r"(mask), "r"(kMagic));
+  return r;
+}
 
 // A weight row's staged chunk as mma A fragments: load(row, s, l, scale(row, s))
 // gives elements e = 32s + l .. e + 7 of the chunk (s: its 32-element block or
@@ -270,10 +277,10 @@ template <> struct Frag<DType::Q4_K> {
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     const int shift = 4 * (s & 1);
     const uint2 q = *reinterpret_cast<const uint2*>(row + 16 + 32 * (s / 2) + l);
-    out[0] = k_value(((q.x >> shift) & 0x000F000Fu) | kMagic, scale);
-    out[1] = k_value(((q.x >> (shift + 8)) & 0x000F000Fu) | kMagic, scale);
-    out[2] = k_value(((q.y >> shift) & 0x000F000Fu) | kMagic, scale);
-    out[3] = k_value(((q.y >> (shift + 8)) & 0x000F000Fu) | kMagic, scale);
+    out[0] = k_value(masked_magic(q.x >> shift, 0x000F000Fu), scale);
+    out[1] = k_value(masked_magic(q.x >> (shift + 8), 0x000F000Fu), scale);
+    out[2] = k_value(masked_magic(q.y >> shift, 0x000F000Fu), scale);
+    out[3] = k_value(masked_magic(q.y >> (shift + 8), 0x000F000Fu), scale);
   }
 };
 
@@ -283,13 +290,13 @@ template <> struct Frag<DType::Q5_K> {
     const int shift = 4 * (s & 1);
     const uint2 q = *reinterpret_cast<const uint2*>(row + 48 + 32 * (s / 2) + l);
     const uint2 h = *reinterpret_cast<const uint2*>(row + 16 + l);
-    // Bit s of bytes 0 and 2 of a high-bit word to bits 4 and 20, of bytes 1 and 3 likewise.
-    auto high02 = [&](uint32_t w) { return (s <= 4 ? w << (4 - s) : w >> (s - 4)) & 0x00100010u; };
-    auto high13 = [&](uint32_t w) { return (w >> (s + 4)) & 0x00100010u; };
-    out[0] = k_value(((q.x >> shift) & 0x000F000Fu) | high02(h.x) | kMagic, scale);
-    out[1] = k_value(((q.x >> (shift + 8)) & 0x000F000Fu) | high13(h.x) | kMagic, scale);
-    out[2] = k_value(((q.y >> shift) & 0x000F000Fu) | high02(h.y) | kMagic, scale);
-    out[3] = k_value(((q.y >> (shift + 8)) & 0x000F000Fu) | high13(h.y) | kMagic, scale);
+    // Bit s of bytes 0 and 2 of a high-bit word to bits 4 and 20, of bytes 1 and 3 likewise, under kMagic.
+    auto high02 = [&](uint32_t w) { return masked_magic(s <= 4 ? w << (4 - s) : w >> (s - 4), 0x00100010u); };
+    auto high13 = [&](uint32_t w) { return masked_magic(w >> (s + 4), 0x00100010u); };
+    out[0] = k_value(((q.x >> shift) & 0x000F000Fu) | high02(h.x), scale);
+    out[1] = k_value(((q.x >> (shift + 8)) & 0x000F000Fu) | high13(h.x), scale);
+    out[2] = k_value(((q.y >> shift) & 0x000F000Fu) | high02(h.y), scale);
+    out[3] = k_value(((q.y >> (shift + 8)) & 0x000F000Fu) | high13(h.y), scale);
   }
 };
 
@@ -379,10 +386,10 @@ template <> struct Frag<DType::Q2_K> {
     const uint32_t word = as_u32(__hmul2(as_half2(dm), codes_f16((b & 15) | ((b >> 4) << 16) | kMagic, kMagic)));
     const uint2 q = load_bytes8<4>(row + 16 + 32 * (s / 4) + l);
     const int low = 2 * (s % 4);
-    out[0] = k_value(((q.x >> low) & 0x00030003u) | kMagic, word);
-    out[1] = k_value(((q.x >> (low + 8)) & 0x00030003u) | kMagic, word);
-    out[2] = k_value(((q.y >> low) & 0x00030003u) | kMagic, word);
-    out[3] = k_value(((q.y >> (low + 8)) & 0x00030003u) | kMagic, word);
+    out[0] = k_value(masked_magic(q.x >> low, 0x00030003u), word);
+    out[1] = k_value(masked_magic(q.x >> (low + 8), 0x00030003u), word);
+    out[2] = k_value(masked_magic(q.y >> low, 0x00030003u), word);
+    out[3] = k_value(masked_magic(q.y >> (low + 8), 0x00030003u), word);
   }
 };
 
