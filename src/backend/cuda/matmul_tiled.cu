@@ -182,9 +182,12 @@ struct F32Params {
 
 // k-slices (a power of two up to max_splits, each a whole number of `step`s) for a
 // launch of `blocks` blocks per slice, as many as keep the launch within `slots`
-// resident blocks (one wave).
+// blocks.
 constexpr int kMinBlocks = 264;     // the pipelined tiles: two blocks per SM (132 SMs: H100, H200)
 constexpr int kF32Slots = 4 * 132;  // the f32 tiles: four per SM
+// The pipelined tiles split up to two waves' worth: at 32 sequences the Q8_0
+// projections took 1180 us a step against 1254 at one wave (PERFORMANCE.md, session 51).
+constexpr int kManySlots = 2 * kMinBlocks;
 int k_splits(int blocks, int in, int step, int max_splits, int slots) {
   int splits = 1;
   while (splits < max_splits && 2 * blocks * splits <= slots && in % (2 * splits * step) == 0) splits *= 2;
@@ -357,7 +360,7 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
     if (pipe::max_tokens(b.type) < kManyTokens || b.many_tiles * ceil_div(n, kManyTokens) < kMinBlocks)
       b.many_bn = kManyTokensNarrow;
     b.many.splits =
-        k_splits(b.many_tiles * ceil_div(n, b.many_bn), in, pipe::chunk_elems(b.type), kManyMaxSplits, kMinBlocks);
+        k_splits(b.many_tiles * ceil_div(n, b.many_bn), in, pipe::chunk_elems(b.type), kManyMaxSplits, kManySlots);
     b.many_sum = place_partials(b.many.w, b.many.count, b.many.splits, n, scratch, b.bytes);
   }
   return b;
