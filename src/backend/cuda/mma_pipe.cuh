@@ -169,8 +169,12 @@ template <> struct Frag<DType::Q8_0> {
   }
 };
 
-// Q4_K / Q5_K chunk: one super-block. Scale word: (d · sc, -dmin · m) of sub-block s,
-// each product rounded once to f16.
+// (d · sc, -dmin · m) for the f16 pair (d, dmin) at dm, each product rounded once to f16.
+__device__ __forceinline__ uint32_t dmin_word(const uint8_t* dm, uint32_t sc, uint32_t m) {
+  const uint32_t d_neg_dmin = *reinterpret_cast<const uint32_t*>(dm) ^ 0x80000000u;
+  return as_u32(__hmul2(as_half2(d_neg_dmin), codes_f16(sc | (m << 16) | kMagic, kMagic)));
+}
+// Q4_K / Q5_K chunk: one super-block. Scale word: (d · sc, -dmin · m) of sub-block s.
 __device__ __forceinline__ uint32_t k_scale_word(const uint8_t* block, int s) {
   const uint8_t* q = block + 4;
   uint32_t sc, m;
@@ -180,8 +184,7 @@ __device__ __forceinline__ uint32_t k_scale_word(const uint8_t* block, int s) {
     sc = (q[s + 4] & 15) | ((q[s - 4] >> 6) << 4);
     m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
   }
-  const uint32_t dm = *reinterpret_cast<const uint32_t*>(block) ^ 0x80000000u;  // (d, -dmin)
-  return as_u32(__hmul2(as_half2(dm), codes_f16(sc | (m << 16) | kMagic, kMagic)));
+  return dmin_word(block, sc, m);
 }
 // c · scale.x + scale.y for both halves.
 __device__ __forceinline__ uint32_t k_value(uint32_t magic_codes, uint32_t scale) {
@@ -335,9 +338,9 @@ __device__ __forceinline__ void q6k_frag(const uint8_t* chunk, int s, int l, Sca
 template <> struct Frag<DType::Q6_K> {
   __device__ static uint32_t scale(const uint8_t* row, int s) {
     const uint32_t sc = *reinterpret_cast<const uint16_t*>(row + 192 + 2 * s) ^ 0x8080u;  // int8 to unsigned + 128
-    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 208);
+    const uint32_t d = d_pair(row + 208);
     const uint32_t codes = (sc & 0xFFu) | ((sc & 0xFF00u) << 8) | kMagic;
-    return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(codes, 0x64806480u)));  // bias 1024 + 128
+    return as_u32(__hmul2(as_half2(d), codes_f16(codes, 0x64806480u)));  // bias 1024 + 128
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     q6k_frag(row, s, l, [&] { return l < 16 ? __low2half2(as_half2(scale)) : __high2half2(as_half2(scale)); }, out);
@@ -356,8 +359,7 @@ template <> struct Frag<DType::Q3_K> {
     const int i = 2 * s, top = 2 * (i / 4);  // scales i and i + 1
     const uint32_t lo0 = i < 8 ? sc[i] & 15 : sc[i - 8] >> 4, lo1 = i < 8 ? sc[i + 1] & 15 : sc[i - 7] >> 4;
     const uint32_t s0 = lo0 | ((sc[8 + i % 4] >> top) & 3) << 4, s1 = lo1 | ((sc[9 + i % 4] >> top) & 3) << 4;
-    const uint32_t d = *reinterpret_cast<const uint16_t*>(row + 108);
-    return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(s0 | (s1 << 16) | kMagic, 0x64206420u)));  // 1024 + 32
+    return as_u32(__hmul2(as_half2(d_pair(row + 108)), codes_f16(s0 | (s1 << 16) | kMagic, 0x64206420u)));  // 1024 + 32
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     const int low = 2 * (s % 4);
@@ -382,8 +384,7 @@ template <> struct Frag<DType::Q2_K> {
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     const uint32_t b = (l < 16 ? scale : scale >> 8) & 0xFFu;
-    const uint32_t dm = *reinterpret_cast<const uint32_t*>(row + 80) ^ 0x80000000u;  // (d, -dmin)
-    const uint32_t word = as_u32(__hmul2(as_half2(dm), codes_f16((b & 15) | ((b >> 4) << 16) | kMagic, kMagic)));
+    const uint32_t word = dmin_word(row + 80, b & 15, b >> 4);
     const uint2 q = load_bytes8<4>(row + 16 + 32 * (s / 4) + l);
     const int low = 2 * (s % 4);
     out[0] = k_value(masked_magic(q.x >> low, 0x00030003u), word);
@@ -402,8 +403,8 @@ template <> struct Frag<DType::IQ4_XS> {
   __device__ static uint32_t scale(const uint8_t* row, int s) {
     const uint32_t low = (row[4 + s / 2] >> (4 * (s % 2))) & 15u;
     const uint32_t high = (*reinterpret_cast<const uint16_t*>(row + 2) >> (2 * s)) & 3u;
-    const uint32_t ls = low | (high << 4), d = *reinterpret_cast<const uint16_t*>(row);
-    return as_u32(__hmul2(as_half2(d | (d << 16)), codes_f16(ls | (ls << 16) | kMagic, 0x64206420u)));  // 1024 + 32
+    const uint32_t ls = low | (high << 4);
+    return as_u32(__hmul2(as_half2(d_pair(row)), codes_f16(ls | (ls << 16) | kMagic, 0x64206420u)));  // 1024 + 32
   }
   __device__ static void load(const uint8_t* row, int s, int l, uint32_t scale, uint32_t (&out)[4]) {
     iq4_frag(*reinterpret_cast<const uint2*>(row + 8 + 16 * s + (l & 15)), l, as_half2(scale), out);
