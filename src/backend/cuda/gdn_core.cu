@@ -1,8 +1,9 @@
 // The Gated DeltaNet core of a decode step in one launch (Backend::gated_delta_net_core
-// for n <= 8 tokens of one sequence, or one token for each of up to 16): causal conv + SiLU of q, k, v, their L2 norms, the gates, the
-// gated delta rule and the per-head gated RMS norm. At decode each stage is a few
-// kilobytes of work and a few microseconds of latency as its own kernel; here the
-// intermediates stay in shared memory and the state in registers.
+// for n <= 8 tokens of one sequence, or one token for each of up to 32): causal conv +
+// SiLU of q, k, v, their L2 norms, the gates, the gated delta rule and the per-head
+// gated RMS norm. At decode each stage is a few kilobytes of work and a few
+// microseconds of latency as its own kernel; here the intermediates stay in shared
+// memory and the state in registers.
 //
 // A block per 32 value columns of a value head: the head's state {dv, dk} is read and
 // written by dv / 32 blocks on as many SMs (a 128 x 128 head is 64 KB each way, which
@@ -292,7 +293,7 @@ void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, flo
   if (n_seqs > 1) per_block.n_tokens = 1;
   if (!gdn_core_supported(per_block)) throw std::invalid_argument("cuda gdn_core: shape outside the decode kernel");
   if (n_seqs < 1 || n_seqs > kGdnCoreMaxSeqs || (n_seqs > 1 && n_seqs != sh.n_tokens))
-    throw std::invalid_argument("cuda gdn_core: one sequence, or one token for each of at most 16");
+    throw std::invalid_argument("cuda gdn_core: one sequence, or one token for each of at most 32");
   GdnCoreSeqsParams p{};
   p.qkv = qkv, p.conv_w = conv_w, p.a = a, p.b = b, p.dt_bias = dt_bias, p.a_neg = a_neg, p.z = z, p.norm_w = norm_w;
   p.y = y, p.l2_eps = l2_eps, p.norm_eps = norm_eps;

@@ -119,7 +119,7 @@ void gated_delta_rule(const DeltaRuleShape& shape, const float* q, const float* 
 // token i's), in one launch (gdn_core.cu); gdn_core_supported() says which shapes it
 // takes (others run the composition).
 inline constexpr int64_t kGdnCoreMaxTokens = 8;
-inline constexpr int kGdnCoreMaxSeqs = 16;  // the pointers ride in the kernel's parameters
+inline constexpr int kGdnCoreMaxSeqs = 32;  // the pointers ride in the kernel's parameters
 struct GdnCoreShape {
   int64_t n_tokens, n_heads, n_k_heads, dk, dv, conv_kernel;
 };

@@ -594,7 +594,7 @@ void check_gdn_core(Checker& c) {
       c.report(name + " conv state", c.rel_err(cs), 1e-4);
     }
   // One token for each of several sequences (a batched decode step; 70 sequences take
-  // five launches of at most 16), three steps in a row.
+  // three launches of at most 32), three steps in a row.
   for (const Shape& sh : {shapes[1], shapes[2], shapes[4]})
     for (int64_t n : {2, 8, 70}) {
       const std::string name = "gated_delta_net_core " + std::to_string(n) + " sequences H=" + std::to_string(sh.H) +
