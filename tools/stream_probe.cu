@@ -7,7 +7,13 @@
 //   ring   the matvec's layout (matvec.cu, warp_stream.cuh): blocks of 8 warps, each warp
 //          a run of consecutive rows (or rows gw, gw + W, ... with "interleaved")
 //          through its own ring of `slots` bulk-copy slots of `rows` rows each;
-//   ldg    every thread 16-byte loads, 8 in flight, no shared memory.
+//   ldg    every thread 16-byte loads, 8 in flight, no shared memory;
+//   slices moe_few's layout (moe_few.cu, few_tile.cuh; session 52): units of 16 rows,
+//          each read as k-slices, one bulk copy a row a slice by lanes 0-15 into one of
+//          the warp's two slots, units gw, gw + W, ... with their slices in turn. That
+//          pattern (288-byte pieces 1152 bytes apart for Q4_K gate / up rows of 2048)
+//          streamed 3.94 TB/s on an H200 with nothing computed, so it is not what holds
+//          moe_few near 2.4 TB/s (its instruction stream is, ncu says).
 //
 //   nvcc -std=c++20 -arch=sm_90a -O3 -I src -o /tmp/stream_probe tools/stream_probe.cu && /tmp/stream_probe
 #include <cuda_runtime.h>
@@ -62,6 +68,47 @@ __global__ void ring_stream(const uint8_t* w, int units, int rows, int slots, bo
     if (lane == 0 && i + slots < count) expect_copy(&bars[warp][s], ring + s * unit_bytes, unit(i + slots), unit_bytes);
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;  // keeps the loads
+#endif
+}
+
+// Units of `rows` rows of row_bytes, each in `slices` pieces a row; a slice's pieces
+// land in one slot. Warp gw takes units gw, gw + W, ..., slices in turn (moe_few's
+// order), `slots` slices in flight.
+__global__ void slice_stream(const uint8_t* w, int units, int rows, int row_bytes, int slices, int slots,
+                             unsigned* sink) {
+  extern __shared__ __align__(128) uint8_t sm[];
+  __shared__ uint64_t bars[kWarps][kMaxSlots];
+#if __CUDA_ARCH__ >= 900
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int W = gridDim.x * kWarps, gw = blockIdx.x * kWarps + warp;
+  const int piece = row_bytes / slices, slot_bytes = rows * piece;
+  uint8_t* ring = sm + static_cast<size_t>(warp) * slots * slot_bytes;
+  const int count = units > gw ? (units - gw + W - 1) / W * slices : 0;  // slices this warp reads
+  const auto issue = [&](int i) {  // slice i % slices of unit gw + (i / slices) W into slot i % slots
+    const int s = i % slots;
+    if (lane == 0) zc::mbarrier_expect(&bars[warp][s], static_cast<uint32_t>(slot_bytes));
+    __syncwarp();
+    if (lane < rows) {
+      const size_t unit = static_cast<size_t>(gw) + static_cast<size_t>(i / slices) * W;
+      zc::bulk_copy(ring + s * slot_bytes + lane * piece,
+                    w + (unit * rows + lane) * row_bytes + static_cast<size_t>(i % slices) * piece, piece,
+                    &bars[warp][s]);
+    }
+  };
+  if (lane == 0)
+    for (int s = 0; s < slots; ++s) zc::mbarrier_init(&bars[warp][s]);
+  __syncwarp();
+  for (int i = 0; i < slots && i < count; ++i) issue(i);
+  unsigned acc = 0;
+  for (int i = 0; i < count; ++i) {
+    const int s = i % slots;
+    zc::mbarrier_wait(&bars[warp][s], (i / slots) & 1);
+    acc += reinterpret_cast<const unsigned*>(ring + s * slot_bytes)[lane];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (i + slots < count) issue(i + slots);
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 #endif
 }
 
@@ -125,6 +172,26 @@ int main() {
                   r.interleaved ? ", interleaved" : "", smem / 1024);
     time_it(name, bytes, [&] {
       ring_stream<<<sms * r.per_sm, 32 * kWarps, smem>>>(w, kRows / r.rows, r.rows, r.slots, r.interleaved, sink);
+    });
+  }
+  // moe_few's shapes: Q4_K gate / up rows of 2048 (1152 bytes) in 4 slices of 288,
+  // Q5_K down rows of 512 (352 bytes) whole; 192 MB, about the 162 experts a 32-sequence
+  // step reads. Then the same bytes in fewer, longer pieces.
+  cudaFuncSetAttribute(slice_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024);
+  struct Sliced {
+    int per_sm, rows, row_bytes, slices, slots;
+  };
+  for (const Sliced& c : {Sliced{2, 16, 1152, 4, 2}, Sliced{3, 16, 1152, 4, 2}, Sliced{2, 16, 1152, 4, 3},
+                          Sliced{2, 8, 1152, 2, 2}, Sliced{1, 16, 1152, 2, 2}, Sliced{1, 8, 1152, 1, 2},
+                          Sliced{2, 16, 352, 1, 2}, Sliced{2, 16, 1152, 8, 4}}) {
+    const size_t region = size_t{192} << 20;
+    const int units = static_cast<int>(region / (static_cast<size_t>(c.rows) * c.row_bytes));
+    const size_t smem = static_cast<size_t>(kWarps) * c.slots * c.rows * (c.row_bytes / c.slices);
+    char name[96];
+    std::snprintf(name, sizeof name, "slices %d/SM, %d rows of %d B in %d, %d slots (%zu KB)", c.per_sm, c.rows,
+                  c.row_bytes, c.slices, c.slots, smem / 1024);
+    time_it(name, static_cast<size_t>(units) * c.rows * c.row_bytes, [&] {
+      slice_stream<<<sms * c.per_sm, 32 * kWarps, smem>>>(w, units, c.rows, c.row_bytes, c.slices, c.slots, sink);
     });
   }
   for (int per_sm : {2, 4, 8}) {
