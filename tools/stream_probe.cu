@@ -41,6 +41,29 @@ __device__ void expect_copy(uint64_t* bar, void* dst, const void* src, uint32_t 
 #endif
 }
 
+// A warp's ring: issue(i) (called by every lane) fills slot i % slots with item i;
+// each item is waited for and touched in turn, and its slot refilled `slots` items on.
+template <class Issue>
+__device__ unsigned drain_ring(uint64_t* bars, const uint8_t* ring, int slot_bytes, int slots, int count, Issue issue) {
+  unsigned acc = 0;
+#if __CUDA_ARCH__ >= 900
+  const int lane = threadIdx.x % 32;
+  if (lane == 0)
+    for (int s = 0; s < slots; ++s) zc::mbarrier_init(&bars[s]);
+  __syncwarp();
+  for (int i = 0; i < slots && i < count; ++i) issue(i);
+  for (int i = 0; i < count; ++i) {
+    const int s = i % slots;
+    zc::mbarrier_wait(&bars[s], (i / slots) & 1);
+    acc += reinterpret_cast<const unsigned*>(ring + s * slot_bytes)[lane];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (i + slots < count) issue(i + slots);
+  }
+#endif
+  return acc;
+}
+
 // Units of `rows` consecutive rows; warp gw takes a run of them, or every W-th.
 __global__ void ring_stream(const uint8_t* w, int units, int rows, int slots, bool interleaved, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t sm[];
@@ -53,20 +76,9 @@ __global__ void ring_stream(const uint8_t* w, int units, int rows, int slots, bo
   const int begin = static_cast<int>(static_cast<int64_t>(units) * gw / W);
   const int count = interleaved ? (units - gw + W - 1) / W : static_cast<int>(static_cast<int64_t>(units) * (gw + 1) / W) - begin;
   const auto unit = [&](int i) { return w + static_cast<size_t>(interleaved ? gw + i * W : begin + i) * unit_bytes; };
-  if (lane == 0) {
-    for (int s = 0; s < slots; ++s) zc::mbarrier_init(&bars[warp][s]);
-    for (int i = 0; i < slots && i < count; ++i) expect_copy(&bars[warp][i], ring + i * unit_bytes, unit(i), unit_bytes);
-  }
-  __syncwarp();
-  unsigned acc = 0;
-  for (int i = 0; i < count; ++i) {
-    const int s = i % slots;
-    zc::mbarrier_wait(&bars[warp][s], (i / slots) & 1);
-    acc += reinterpret_cast<const unsigned*>(ring + s * unit_bytes)[lane];
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncwarp();
-    if (lane == 0 && i + slots < count) expect_copy(&bars[warp][s], ring + s * unit_bytes, unit(i + slots), unit_bytes);
-  }
+  const unsigned acc = drain_ring(bars[warp], ring, unit_bytes, slots, count, [&](int i) {
+    if (lane == 0) expect_copy(&bars[warp][i % slots], ring + i % slots * unit_bytes, unit(i), unit_bytes);
+  });
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;  // keeps the loads
 #endif
 }
@@ -95,19 +107,7 @@ __global__ void slice_stream(const uint8_t* w, int units, int rows, int row_byte
                     &bars[warp][s]);
     }
   };
-  if (lane == 0)
-    for (int s = 0; s < slots; ++s) zc::mbarrier_init(&bars[warp][s]);
-  __syncwarp();
-  for (int i = 0; i < slots && i < count; ++i) issue(i);
-  unsigned acc = 0;
-  for (int i = 0; i < count; ++i) {
-    const int s = i % slots;
-    zc::mbarrier_wait(&bars[warp][s], (i / slots) & 1);
-    acc += reinterpret_cast<const unsigned*>(ring + s * slot_bytes)[lane];
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncwarp();
-    if (i + slots < count) issue(i + slots);
-  }
+  const unsigned acc = drain_ring(bars[warp], ring, slot_bytes, slots, count, issue);
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 #endif
 }
