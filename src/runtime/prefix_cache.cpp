@@ -120,6 +120,23 @@ void PrefixCache::checkpoint_pieces(const SequenceState& seq, const std::vector<
   }
 }
 
+template <class From, class F>
+void PrefixCache::kv_pieces(const SequenceState& seq, const std::vector<char*>& units, int64_t first, From from,
+                            F&& f) const {
+  for (size_t l = 0; l < seq.layers.size(); ++l) {
+    const LayerState& ls = seq.layers[l];
+    if (ls.k_cache.empty()) continue;
+    const int64_t begin = from(ls);
+    if (begin >= first + block_) continue;
+    const size_t bytes = position_bytes(ls.k_cache), skip = static_cast<size_t>(begin - first);
+    position_runs(ls.k_cache, begin, first + block_ - begin, [&](size_t row, size_t i, size_t count) {
+      for (const Part p : {Part{&ls.k_cache, layout_.k[l]}, Part{&ls.v_cache, layout_.v[l]}})
+        pieces(units, p.at + (skip + i) * bytes, count * bytes,
+               [&](char* host, size_t len, size_t done) { f(*p.tensor, host, len, row * bytes + done); });
+    });
+  }
+}
+
 PrefixCache::Node* PrefixCache::find_child(Node* parent, std::span<const int32_t> block_tokens) const {
   auto it = parent->children.find(std::vector<int32_t>(block_tokens.begin(), block_tokens.end()));
   return it == parent->children.end() ? nullptr : it->second.get();
@@ -145,21 +162,12 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
   for (Node* n : path) {
     n->last_used = tick_;
     const int64_t first = (n->depth - 1) * block_;
-    for (size_t l = 0; l < seq.layers.size(); ++l) {
-      const LayerState& ls = seq.layers[l];
-      if (ls.k_cache.empty()) continue;
-      // A ring keeps only the last rows positions before `end`: earlier blocks' rows
-      // would be overwritten before they are read, so they are not copied at all.
-      const int64_t from = std::max(first, end - ls.k_cache.ne[2]);
-      if (from >= first + block_) continue;
-      const size_t bytes = position_bytes(ls.k_cache), skip = static_cast<size_t>(from - first);
-      position_runs(ls.k_cache, from, first + block_ - from, [&](size_t row, size_t i, size_t count) {
-        for (const Part p : {Part{&ls.k_cache, layout_.k[l]}, Part{&ls.v_cache, layout_.v[l]}})
-          pieces(n->kv, p.at + (skip + i) * bytes, count * bytes, [&](const char* host, size_t len, size_t done) {
-            backend.write(*p.tensor, host, len, row * bytes + done);
-          });
-      });
-    }
+    // A ring keeps only the last rows positions before `end`: earlier blocks' rows
+    // would be overwritten before they are read, so they are not copied at all.
+    const auto from = [&](const LayerState& ls) { return std::max(first, end - ls.k_cache.ne[2]); };
+    kv_pieces(seq, n->kv, first, from, [&](const Tensor& t, const char* host, size_t len, size_t offset) {
+      backend.write(t, host, len, offset);
+    });
   }
   Node* last = path.back();
   last->state_used = tick_;
@@ -201,17 +209,11 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     ++entries_;
     // The block's rows; those a ring no longer holds are left as they are (restore
     // never copies them back).
-    for (size_t l = 0; l < seq.layers.size(); ++l) {
-      const LayerState& ls = seq.layers[l];
-      if (ls.k_cache.empty()) continue;
-      const size_t bytes = position_bytes(ls.k_cache);
-      position_runs(ls.k_cache, n - block_, block_, [&](size_t row, size_t i, size_t count) {
-        for (const Part p : {Part{&ls.k_cache, layout_.k[l]}, Part{&ls.v_cache, layout_.v[l]}})
-          pieces(node->kv, p.at + i * bytes, count * bytes, [&](char* host, size_t len, size_t done) {
-            backend.read_to_host_alloc(*p.tensor, host, len, row * bytes + done);
-          });
-      });
-    }
+    const int64_t first = n - block_;
+    kv_pieces(seq, node->kv, first, [&](const LayerState&) { return first; },
+              [&](const Tensor& t, char* host, size_t len, size_t offset) {
+                backend.read_to_host_alloc(t, host, len, offset);
+              });
   }
   node->last_used = ++tick_;
   if (!checkpoint || state_units_ == 0) return;
