@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/gpu_check/checker.h"
+#include "quant/types.h"
 
 namespace zinc::cli::gpu_check {
 namespace {
@@ -268,8 +269,8 @@ void check_prefill_ops(Checker& c) {
   // 2880 (gpt-oss's): MXFP4's last chunk of 64, while Q4_0 and IQ4_NL (k % 128) fall
   // back to the generic tiles. Then matmul_many in one launch over the flagship's
   // router + shared expert gate/up + gate logit shape.
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4,
-                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType t : kWeightTypes) {
+    if (!type_traits(t).quantized) continue;
     const int64_t in = 2048, out = 300;
     auto w = c.weight(t, {in, out}, 0.03f);
     for (int64_t n : {33, 63, 1000}) {
