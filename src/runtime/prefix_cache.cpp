@@ -25,11 +25,11 @@ size_t position_bytes(const Tensor& cache) { return cache.nbytes() / static_cast
 // f(row, i, n) for each run of cache rows that holds positions [first, first + count):
 // position first + i at row `row`, and the n after it in the rows after. A cache of
 // fewer rows than the context is a sliding window's ring (backend.h's kv_store): it
-// wraps, and holds only the last `rows` positions, so earlier ones are skipped.
+// wraps, so count must be at most its rows.
 template <class F>
 void position_runs(const Tensor& cache, int64_t first, int64_t count, F&& f) {
   const int64_t rows = cache.ne[2];
-  for (int64_t i = std::max<int64_t>(0, count - rows); i < count;) {
+  for (int64_t i = 0; i < count;) {
     const int64_t row = (first + i) % rows, n = std::min(count - i, rows - row);
     f(static_cast<size_t>(row), static_cast<size_t>(i), static_cast<size_t>(n));
     i += n;
@@ -120,13 +120,13 @@ void PrefixCache::checkpoint_pieces(const SequenceState& seq, const std::vector<
   }
 }
 
-template <class From, class F>
-void PrefixCache::kv_pieces(const SequenceState& seq, const std::vector<char*>& units, int64_t first, From from,
+template <class F>
+void PrefixCache::kv_pieces(const SequenceState& seq, const std::vector<char*>& units, int64_t first, int64_t end,
                             F&& f) const {
   for (size_t l = 0; l < seq.layers.size(); ++l) {
     const LayerState& ls = seq.layers[l];
     if (ls.k_cache.empty()) continue;
-    const int64_t begin = from(ls);
+    const int64_t begin = std::max(first, end - ls.k_cache.ne[2]);
     if (begin >= first + block_) continue;
     const size_t bytes = position_bytes(ls.k_cache), skip = static_cast<size_t>(begin - first);
     position_runs(ls.k_cache, begin, first + block_ - begin, [&](size_t row, size_t i, size_t count) {
@@ -164,8 +164,7 @@ int64_t PrefixCache::restore(Backend& backend, std::span<const int32_t> tokens, 
     const int64_t first = (n->depth - 1) * block_;
     // A ring keeps only the last rows positions before `end`: earlier blocks' rows
     // would be overwritten before they are read, so they are not copied at all.
-    const auto from = [&](const LayerState& ls) { return std::max(first, end - ls.k_cache.ne[2]); };
-    kv_pieces(seq, n->kv, first, from, [&](const Tensor& t, const char* host, size_t len, size_t offset) {
+    kv_pieces(seq, n->kv, first, end, [&](const Tensor& t, const char* host, size_t len, size_t offset) {
       backend.write(t, host, len, offset);
     });
   }
@@ -209,11 +208,9 @@ void PrefixCache::store(Backend& backend, std::span<const int32_t> tokens, const
     ++entries_;
     // The block's rows; those a ring no longer holds are left as they are (restore
     // never copies them back).
-    const int64_t first = n - block_;
-    kv_pieces(seq, node->kv, first, [&](const LayerState&) { return first; },
-              [&](const Tensor& t, char* host, size_t len, size_t offset) {
-                backend.read_to_host_alloc(t, host, len, offset);
-              });
+    kv_pieces(seq, node->kv, n - block_, n, [&](const Tensor& t, char* host, size_t len, size_t offset) {
+      backend.read_to_host_alloc(t, host, len, offset);
+    });
   }
   node->last_used = ++tick_;
   if (!checkpoint || state_units_ == 0) return;

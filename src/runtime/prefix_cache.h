@@ -79,11 +79,11 @@ class PrefixCache {
   template <class F>
   void checkpoint_pieces(const SequenceState& seq, const std::vector<char*>& units, F&& f) const;
   // f(tensor, host, n, offset) for each piece of the K and V rows of a node's block
-  // [first, first + block) that its `units` and seq's caches both hold, from position
-  // from(layer state) of each attention layer on: n bytes at host, offset bytes into
-  // the tensor.
-  template <class From, class F>
-  void kv_pieces(const SequenceState& seq, const std::vector<char*>& units, int64_t first, From from, F&& f) const;
+  // [first, first + block) (its `units`) that seq's caches hold once `end` positions are
+  // in them (a ring only the last of those): n bytes at host, offset bytes into the
+  // tensor.
+  template <class F>
+  void kv_pieces(const SequenceState& seq, const std::vector<char*>& units, int64_t first, int64_t end, F&& f) const;
   bool holds_a_node() const;
   // `count` free units, giving up nodes or checkpoints as needed but never `keep`'s
   // node or `keep_checkpoint`'s checkpoint; false when they cannot be had.
