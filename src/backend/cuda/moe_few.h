@@ -1,5 +1,5 @@
 // The grouped experts' kernels for a few tokens (moe_few.cu), launched by
-// moe_grouped.cu while the experts average at most a token.
+// moe_grouped.cu while the experts average at most six tokens (kFewUpToPerExpert).
 #pragma once
 
 #include <cuda_fp16.h>

@@ -21,7 +21,7 @@
 //   5. Combine in token order: y[t] = sum over slots j (fixed order) of w[t, j] · out[t, j],
 //      plus a shared expert's (gated) output when there is one.
 //
-// While experts average at most two tokens (several sequences decoding, short
+// While experts average at most six tokens (several sequences decoding, short
 // prompts), steps 3 and 4 are moe_few.cu's kernels on tiles of up to 8 tokens.
 #include <cub/block/block_scan.cuh>
 
@@ -44,10 +44,11 @@ constexpr int kPipeTokens = 32, kPipeTokensNarrow = 16, kNarrowBelowPerExpert = 
 // 64 from 48 an expert: half the dequantizing per token (gpt-oss-20b's pp512 +13%,
 // pp2048 +27%; the flagship's pp2048 +6%; PERFORMANCE.md session 30).
 constexpr int kPipeTokensWide = 64, kWideFromPerExpert = 48;
-// moe_few.cu's tiles while the pairs are at most this many per expert: to 64 sequences
-// on the flagship, which then decode 40 / 48 / 64 sequences 13.5 / 13.9 / 10.7% faster
-// than on the 16-token pipelined tiles (H200, PERFORMANCE.md session 52).
-constexpr int kFewUpToPerExpert = 2;
+// moe_few.cu's tiles while the pairs are at most this many per expert: to 192 sequences
+// on the flagship, which then decode 48 / 96 / 128 / 160 / 192 sequences 13.9 / 8.4 /
+// 6.5 / 4.5 / 1.8% faster than on the 16-token pipelined tiles, and prefill 96- and
+// 128-token prompts 10 / 8% faster (H200, PERFORMANCE.md sessions 52 and 53).
+constexpr int kFewUpToPerExpert = 6;
 constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
 
