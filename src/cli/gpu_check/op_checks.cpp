@@ -254,8 +254,9 @@ void check_fused_ops(Checker& c) {
 
 // The batch (prefill) paths at tile edges: matmul over 2048-element rows and 300
 // output rows (a partial 128-row tile), and the grouped MoE with a skewed router
-// (a few experts take several tiles, a third of them get no token; at n=512 the
-// pipelined types take 64-token tiles).
+// (a few experts take several tiles, a third of them get no token). The batch sizes
+// reach each tile width: moe_few's at n=9 and 32 (up to six pairs an expert), the
+// pipelined types' 16 tokens at n=64 and 65, 32 at n=128 and 64 at n=512.
 void check_prefill_ops(Checker& c) {
   for (DType t : kWeightTypes) {
     const int64_t in = 2048, out = 300;
@@ -310,7 +311,7 @@ void check_prefill_ops(Checker& c) {
   for (auto [gu, dn] : expert_types) {
     auto gate = c.weight(gu, {dm, ffe, E}, 0.06f), up = c.weight(gu, {dm, ffe, E}, 0.06f);
     auto down = c.weight(dn, {ffe, dm, E}, 0.09f);
-    for (int64_t n : {9, 64, 65, 512}) {
+    for (int64_t n : {9, 32, 64, 65, 128, 512}) {
       const std::string sn = " n=" + std::to_string(n);
       auto l = c.randn(E * n, 1.0f);
       for (int64_t i = 0; i < E * n; ++i) l[i] += bias[i % E];
