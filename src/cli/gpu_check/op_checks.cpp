@@ -255,8 +255,9 @@ void check_fused_ops(Checker& c) {
 // The batch (prefill) paths at tile edges: matmul over 2048-element rows and 300
 // output rows (a partial 128-row tile), and the grouped MoE with a skewed router
 // (a few experts take several tiles, a third of them get no token). The batch sizes
-// reach each tile width: moe_few's at n=9 and 32 (up to six pairs an expert), the
-// pipelined types' 16 tokens at n=64 and 65, 32 at n=128 and 64 at n=512.
+// reach each tile width of the types that take it: moe_few's at n=9 and 32 (up to six
+// pairs an expert), the pipelined tiles' 16 tokens at n=64 and 65, 32 at n=128 and 64
+// at n=512.
 void check_prefill_ops(Checker& c) {
   for (DType t : kWeightTypes) {
     const int64_t in = 2048, out = 300;
