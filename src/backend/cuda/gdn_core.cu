@@ -130,10 +130,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
   const auto n = [&] { return kSeqs ? 1 : p.n; };
 
   // ---- before the wait: what the previous kernel does not write ----
-  float* S = state_of(p) + static_cast<int64_t>(h) * p.dk * p.dv;
+  // This thread's first state row and column; its rows follow dv apart, reached by
+  // stepping a pointer (a 64-bit product per row made the loads and stores most of the
+  // several-sequence kernel's instructions).
+  float* const S = state_of(p) + (static_cast<int64_t>(h) * p.dk + i0) * p.dv + j;
   float s[kMaxRows];
+  {
+    const float* row = S;
 #pragma unroll
-  for (int i = 0; i < kMaxRows; ++i) s[i] = i < rows ? S[static_cast<int64_t>(i0 + i) * p.dv + j] : 0.0f;
+    for (int i = 0; i < kMaxRows; ++i, row += p.dv) s[i] = i < rows ? *row : 0.0f;
+  }
   int64_t chan[kChannelsPerThread];  // the global conv channel of each local one, -1 past the block's
   float wk[kChannelsPerThread][kConvKernel], hist[kChannelsPerThread][kConvKernel - 1];
 #pragma unroll
@@ -239,9 +245,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
 #pragma unroll
   for (int t = 0; t < kMaxTokens; ++t)
     if (t < n()) y_part[t][warp][lane] = yp[t];
+  {
+    float* row = S;
 #pragma unroll
-  for (int i = 0; i < kMaxRows; ++i)
-    if (i < rows) S[static_cast<int64_t>(i0 + i) * p.dv + j] = s[i];
+    for (int i = 0; i < kMaxRows; ++i, row += p.dv)
+      if (i < rows) *row = s[i];
+  }
   __syncthreads();
 
   // ---- gated RMS norm over each head row: warp t holds token t's 32 columns ----
