@@ -245,12 +245,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
 #pragma unroll
   for (int t = 0; t < kMaxTokens; ++t)
     if (t < n()) y_part[t][warp][lane] = yp[t];
-  {
-    float* row = S;
-#pragma unroll
-    for (int i = 0; i < kMaxRows; ++i, row += p.dv)
-      if (i < rows) *row = s[i];
-  }
   __syncthreads();
 
   // ---- gated RMS norm over each head row: warp t holds token t's 32 columns ----
@@ -270,6 +264,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
     for (int sl = 0; sl < slices; ++sl) ss += peer_value(&norm_part[to], head_rank0 + sl);
   }
   cluster_arrive();  // this block is done reading its peers' shared memory
+  // The state goes back only now: each cluster arrive releases this thread's earlier
+  // writes, so stores issued before the first one held every warp there until they
+  // completed. Several sequences gain (other blocks run while these drain); one
+  // sequence does not (its kernel still ends when they drain).
+  {
+    float* row = S;
+#pragma unroll
+    for (int i = 0; i < kMaxRows; ++i, row += p.dv)
+      if (i < rows) *row = s[i];
+  }
   if (to < n()) {
     const float inv = rsqrtf(ss / p.dv + p.norm_eps);
     p.y[(static_cast<int64_t>(t0 + to) * p.H + h) * p.dv + j] = yv * inv * wn * (zv / (1.0f + expf(-zv)));
