@@ -100,7 +100,7 @@ __device__ __forceinline__ float* state_of(const GdnCoreSeqsParams& p) { return 
 __device__ __forceinline__ float* conv_state_of(const GdnCoreSeqsParams& p) { return p.conv_states[blockIdx.y]; }
 
 // Several sequences launch a grid of several waves: four blocks an SM (64 registers,
-// 8 bytes spilled) rather than three make it shorter.
+// no spill) rather than three make it shorter.
 template <class Params>
 constexpr int kMinBlocks = std::is_same_v<Params, GdnCoreSeqsParams> ? 4 : 1;
 
