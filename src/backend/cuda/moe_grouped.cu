@@ -47,7 +47,9 @@ constexpr int kPipeTokensWide = 64, kWideFromPerExpert = 48;
 // moe_few.cu's tiles while the pairs are at most this many per expert: to 192 sequences
 // on the flagship, which then decode 48 / 96 / 128 / 160 / 192 sequences 13.9 / 8.4 /
 // 6.5 / 4.5 / 1.8% faster than on the 16-token pipelined tiles, and prefill 96- and
-// 128-token prompts 10 / 8% faster (H200, PERFORMANCE.md sessions 52 and 53).
+// 128-token prompts 10 / 8% faster (H200, PERFORMANCE.md sessions 52 and 53). With 128
+// experts the same pairs an expert gave the same: 48 / 64 / 96 sequences 9.3 / 6.5 / 1.8%
+// faster than with 2 (session 54).
 constexpr int kFewUpToPerExpert = 6;
 constexpr int kGroupThreads = 1024;
 constexpr int kMaxExperts = kGroupThreads;
