@@ -82,6 +82,39 @@ TEST_F(SmolLM2Greedy, TokenizerAgreesWithLlamaCpp) {
   }
 }
 
+// What a shell command prints on stdout; a failure unless it exits with 0.
+std::string stdout_of(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen: " << command;
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command;
+  return out;
+}
+
+// The library's reply to prompt 0 with the samplers' default chain and this seed, as
+// `zinc run` / `zinc chat` draw it with --seed.
+std::string seeded_reply(const text::Tokenizer& tokenizer, int64_t n, uint64_t seed) {
+  auto file = gguf::GgufFile::open(model_path());
+  auto backend = make_cpu_backend(0);
+  auto model = load_model(*file, *backend);
+  const std::vector<int32_t> prompt = read_ids(golden_path("prompt0.ids"));
+  SequenceState seq = model->new_sequence(static_cast<int64_t>(prompt.size()) + n);
+  SamplerParams params;
+  params.seed = seed;
+  Sampler sampler(params);
+  GenerateOptions options;
+  options.max_tokens = n;
+  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id)
+    if (tokenizer.is_eog(id)) options.eog_ids.push_back(id);
+  return tokenizer.decode(generate(*model, *backend, seq, prompt, sampler, options, [](int32_t) { return true; }).tokens);
+}
+
 // `zinc run` end to end: rendering the chat template and tokenizing must give
 // llama.cpp's prompt ids, so its streamed reply must be the text of the library's
 // greedy continuation of those ids.
@@ -103,15 +136,30 @@ TEST_F(SmolLM2Greedy, RunCommandStreamsTheGreedyReply) {
   for (const char* chunk : {"", " -u 7"}) {
     const std::string command = test::zinc_binary() + " run -m " + model_path() + " --temp 0 -n " +
                                 std::to_string(kTokens) + chunk + " -p '" + user + "' 2>/dev/null";
-    FILE* pipe = popen(command.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-    const int status = pclose(pipe);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << command;
-    EXPECT_EQ(out, want_text + "\n") << command;
+    EXPECT_EQ(stdout_of(command), want_text + "\n") << command;
   }
+}
+
+// Sampled with a seed, `zinc run`'s reply and `zinc chat`'s first reply are the
+// library's: whatever either command does before the reply (loading, a warm-up)
+// leaves neither the sequence nor the sampler changed.
+TEST_F(SmolLM2Greedy, SeededRunAndChatRepliesAreTheLibrarys) {
+  auto file = gguf::GgufFile::open(model_path());
+  auto tokenizer = text::Tokenizer::from_gguf(*file);
+  constexpr int64_t kTokens = 24;
+  constexpr uint64_t kSeed = 7;
+  const std::string want_text = seeded_reply(*tokenizer, kTokens, kSeed);
+  ASSERT_FALSE(want_text.empty());
+  const std::string user = read_text(golden_path("user0.txt"));
+  const std::string options = " -m " + model_path() + " --seed " + std::to_string(kSeed) + " -n " +
+                              std::to_string(kTokens);
+  const std::string run = test::zinc_binary() + " run" + options + " -p '" + user + "' 2>/dev/null";
+  EXPECT_EQ(stdout_of(run), want_text + "\n") << run;
+  // chat writes "> " before each line it reads, the reply and a newline after each turn,
+  // and a newline when its input ends.
+  const std::string chat =
+      "printf '%s\\n/exit\\n' '" + user + "' | " + test::zinc_binary() + " chat" + options + " 2>/dev/null";
+  EXPECT_EQ(stdout_of(chat), "> " + want_text + "\n> \n") << chat;
 }
 #endif
 
