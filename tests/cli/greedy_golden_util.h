@@ -45,18 +45,25 @@ inline size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int
   return n;
 }
 
-// Greedy continuation of prompt for up to n tokens through the generation loop,
-// stopping early only at the given end-of-generation ids.
-inline std::vector<int32_t> greedy_generate(Model& model, Backend& backend, const std::vector<int32_t>& prompt,
-                                            int64_t n, std::vector<int32_t> eog_ids = {}) {
+// Continuation of prompt for up to n tokens through the generation loop with this
+// sampler chain, stopping early only at the given end-of-generation ids.
+inline std::vector<int32_t> sampled_generate(Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                                             int64_t n, const SamplerParams& params,
+                                             std::vector<int32_t> eog_ids = {}) {
   SequenceState seq = model.new_sequence(static_cast<int64_t>(prompt.size()) + n);
-  SamplerParams greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy);
+  Sampler sampler(params);
   GenerateOptions options;
   options.max_tokens = n;
   options.eog_ids = std::move(eog_ids);
   return generate(model, backend, seq, prompt, sampler, options, [](int32_t) { return true; }).tokens;
+}
+
+// The same, greedy.
+inline std::vector<int32_t> greedy_generate(Model& model, Backend& backend, const std::vector<int32_t>& prompt,
+                                            int64_t n, std::vector<int32_t> eog_ids = {}) {
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  return sampled_generate(model, backend, prompt, n, greedy, std::move(eog_ids));
 }
 
 // Compares zinc with llama.cpp's greedy tokens `want` after `prompt` (case `index`

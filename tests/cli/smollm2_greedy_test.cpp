@@ -97,22 +97,12 @@ std::string stdout_of(const std::string& command) {
   return out;
 }
 
-// The library's reply to prompt 0 with the samplers' default chain and this seed, as
-// `zinc run` / `zinc chat` draw it with --seed.
-std::string seeded_reply(const text::Tokenizer& tokenizer, int64_t n, uint64_t seed) {
-  auto file = gguf::GgufFile::open(model_path());
-  auto backend = make_cpu_backend(0);
-  auto model = load_model(*file, *backend);
-  const std::vector<int32_t> prompt = read_ids(golden_path("prompt0.ids"));
-  SequenceState seq = model->new_sequence(static_cast<int64_t>(prompt.size()) + n);
-  SamplerParams params;
-  params.seed = seed;
-  Sampler sampler(params);
-  GenerateOptions options;
-  options.max_tokens = n;
+// The ids that end a reply, where `zinc run` and `zinc chat` stop too.
+std::vector<int32_t> eog_ids_of(const text::Tokenizer& tokenizer) {
+  std::vector<int32_t> ids;
   for (int32_t id = 0; id < tokenizer.n_vocab(); ++id)
-    if (tokenizer.is_eog(id)) options.eog_ids.push_back(id);
-  return tokenizer.decode(generate(*model, *backend, seq, prompt, sampler, options, [](int32_t) { return true; }).tokens);
+    if (tokenizer.is_eog(id)) ids.push_back(id);
+  return ids;
 }
 
 // `zinc run` end to end: rendering the chat template and tokenizing must give
@@ -125,11 +115,8 @@ TEST_F(SmolLM2Greedy, RunCommandStreamsTheGreedyReply) {
   auto model = load_model(*file, *backend);
   const std::vector<int32_t> prompt = read_ids(golden_path("prompt0.ids"));
   constexpr int64_t kTokens = 24;
-  std::vector<int32_t> eog_ids;
-  for (int32_t id = 0; id < tokenizer->n_vocab(); ++id)
-    if (tokenizer->is_eog(id)) eog_ids.push_back(id);  // `zinc run` stops there too
   const std::string want_text =
-      tokenizer->decode(test::greedy_generate(*model, *backend, prompt, kTokens, std::move(eog_ids)));
+      tokenizer->decode(test::greedy_generate(*model, *backend, prompt, kTokens, eog_ids_of(*tokenizer)));
 
   // The default prompt chunk and chunks of 7 tokens (-u) give the same reply.
   const std::string user = read_text(golden_path("user0.txt"));
@@ -146,9 +133,14 @@ TEST_F(SmolLM2Greedy, RunCommandStreamsTheGreedyReply) {
 TEST_F(SmolLM2Greedy, SeededRunAndChatRepliesAreTheLibrarys) {
   auto file = gguf::GgufFile::open(model_path());
   auto tokenizer = text::Tokenizer::from_gguf(*file);
+  auto backend = make_cpu_backend(0);
+  auto model = load_model(*file, *backend);
   constexpr int64_t kTokens = 24;
   constexpr uint64_t kSeed = 7;
-  const std::string want_text = seeded_reply(*tokenizer, kTokens, kSeed);
+  SamplerParams sampling;  // the commands' default chain
+  sampling.seed = kSeed;
+  const std::string want_text = tokenizer->decode(test::sampled_generate(
+      *model, *backend, read_ids(golden_path("prompt0.ids")), kTokens, sampling, eog_ids_of(*tokenizer)));
   ASSERT_FALSE(want_text.empty());
   const std::string user = read_text(golden_path("user0.txt"));
   const std::string options = " -m " + model_path() + " --seed " + std::to_string(kSeed) + " -n " +
