@@ -1,5 +1,5 @@
 // The Gated DeltaNet core of a decode step in one launch (Backend::gated_delta_net_core
-// for n <= 8 tokens of one sequence, or one token for each of up to 32): causal conv +
+// for 2 to 8 tokens of one sequence, or one token for each of 1 to 32): causal conv +
 // SiLU of q, k, v, their L2 norms, the gates, the gated delta rule and the per-head
 // gated RMS norm. At decode each stage is a few kilobytes of work and a few
 // microseconds of latency as its own kernel; here the intermediates stay in shared
@@ -327,7 +327,11 @@ void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, flo
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  if (n_seqs == 1) {
+  // One token of one sequence takes the several-sequence instance too: its single token is
+  // a compile-time count, where the one-sequence instance carries 8 tokens through its
+  // loops behind run-time guards. That launch 7.46 -> 6.40 us under ncu, tg128 +0.06 /
+  // +0.38 / +0.32% at depth 0 / 8192 / 32768 (H200, PERFORMANCE.md session 55).
+  if (n_seqs == 1 && sh.n_tokens > 1) {
     const GdnCoreParams& one = p;
     check_cuda(cudaLaunchKernelEx(&cfg, gdn_core_kernel<GdnCoreParams>, one), "cudaLaunchKernelEx");
   } else {
