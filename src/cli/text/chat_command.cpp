@@ -47,6 +47,7 @@ class Conversation {
         options_(options),
         seq_(model.model->new_sequence(model.context_length(options.ctx))),
         sampler_(resolve_sampling(options)) {
+    model.warm_up(seq_, sampler_, options.ubatch);
     reset();
   }
 

@@ -56,6 +56,14 @@ struct TextModel {
   // Prompt tokens of rendered template text: special tokens parsed, no BOS added
   // (a template writes its own BOS, as transformers' apply_chat_template assumes).
   std::vector<int32_t> encode_rendered(const std::string& rendered) const;
+  // Runs a short prompt and three decode steps through the empty `seq` and empties it
+  // again, so that the first reply pays none of a first pass's one-time costs: on a
+  // GPU the kernels' lazy loading, the decode graph's capture and the scratch memory's
+  // growth. Nothing on the CPU. A copy of `sampler` draws (the reply's kernels), so a
+  // --seed reply is the same with or without it. `chat` warms up before its first
+  // prompt, where the user's typing hides it; `run` does not, since nothing hides it
+  // there (docs/PERFORMANCE.md, session 55).
+  void warm_up(SequenceState& seq, const Sampler& sampler, int64_t prefill_chunk) const;
 };
 
 // Prints each token's text as soon as it forms whole characters: to stdout, or for a
