@@ -9,27 +9,30 @@
 // written by dv / 32 blocks on as many SMs (a 128 x 128 head is 64 KB each way, which
 // one SM moves too slowly). Key head kh = h % Hk is shared by the r = H / Hk value
 // heads kh, kh + Hk, ...: each block recomputes kh's q and k conv (a few hundred
-// FMAs), and the r · dv / 32 blocks of a key head form a thread block cluster: the
-// blocks of a value head add their parts of the gated norm's sum of squares through
-// distributed shared memory (in a fixed order), and the one block that writes kh's q
-// and k conv-state channels waits until its peers have read the old ones.
+// FMAs), and the r · dv / 32 blocks of a key head form a thread block cluster: each
+// block pushes its parts of the gated norm's sum of squares into every peer's shared
+// memory (st.async, counted on the peer's mbarrier), and a block adds its value head's
+// parts in a fixed order. A block pushes only after reading its old conv state, so the
+// one block that writes kh's q and k conv-state channels does so once every part has
+// come. No cluster barrier releases memory: each such arrive was a MEMBAR.ALL.GPU, and
+// the two of them cost one sequence's decode 2.5% and 32 sequences' 1.8% (H200,
+// PERFORMANCE.md session 55).
 //
 // Within a block, warp w holds state rows w · dk/8 .. of the block's 32 columns, a
 // lane per column. The state, the conv weights and conv state and the norm weight are
 // read before griddepcontrol.wait: the kernels just before this one (the input
 // projections) never write them.
-#include <cooperative_groups.h>
 
 #include <stdexcept>
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/warp_stream.cuh"
 
 namespace zinc::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
 
 constexpr int kMaxTokens = static_cast<int>(kGdnCoreMaxTokens);
 constexpr int kMaxDk = 128, kMaxDv = 128, kMaxCluster = 8;
@@ -66,30 +69,48 @@ struct GdnCoreSeqsParams : GdnCoreParams {
   float* states[kGdnCoreMaxSeqs];
 };
 
-// The cluster's barrier halves and a peer block's shared memory. Clusters need Hopper:
-// built for an older GPU these trap, and gdn_core_supported() sends every shape to
-// the backend's composition there instead.
-__device__ __forceinline__ void cluster_arrive() {
+// The cluster's barrier, which orders nothing but the mbarriers' initialisation, and
+// a push into a peer block's shared memory. Clusters need Hopper: built for an older
+// GPU these trap, and gdn_core_supported() sends every shape to the backend's
+// composition there instead.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #else
   __trap();
 #endif
 }
 __device__ __forceinline__ void cluster_wait() {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #else
   __trap();
 #endif
 }
-__device__ __forceinline__ float peer_value(float* local, int rank) {
+// v into `slot` of block `peer`'s shared memory, counted on that block's `bar`.
+__device__ __forceinline__ void push_to_peer(float* slot, float v, uint64_t* bar, int peer) {
 #if __CUDA_ARCH__ >= 900
-  return *cg::this_cluster().map_shared_rank(local, rank);
+  uint32_t at, bar_at;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(at) : "r"(smem_address(slot)), "r"(peer));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar_at) : "r"(smem_address(bar)), "r"(peer));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(at),
+               "r"(__float_as_uint(v)), "r"(bar_at)
+               : "memory");
 #else
-  (void)local, (void)rank;
+  (void)slot, (void)v, (void)bar, (void)peer;
   __trap();
-  return 0;
+#endif
+}
+// Until every byte counted on bar has come (its first phase), with the pushes visible.
+__device__ __forceinline__ void wait_for_pushes(uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred done;\n wait_%=:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
+      " @!done bra wait_%=;\n}" ::"r"(smem_address(bar))
+      : "memory");
+#else
+  (void)bar;
+  __trap();
 #endif
 }
 
@@ -112,7 +133,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
   __shared__ __align__(16) float qkv_s[kMaxTokens][kWidth];  // conv outputs q | k | v per token
   __shared__ float sk_part[2][kRowGroups][kCols];  // Sᵀk partial sums, double-buffered over tokens
   __shared__ float y_part[kMaxTokens][kRowGroups][kCols];
-  __shared__ float norm_part[kMaxTokens];  // this block's part of each token's sum of squares
+  __shared__ float norm_parts[kMaxTokens][kMaxCluster];  // each block's part of each token's sum of squares
+  __shared__ uint64_t parts_come;  // counts the peers' pushes into norm_parts
   __shared__ float decay_s[kMaxTokens], beta_s[kMaxTokens];
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -128,6 +150,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
   // The block's token count, read where it is used (a register held across the
   // kernel costs the one-sequence decode a spill).
   const auto n = [&] { return kSeqs ? 1 : p.n; };
+
+  // Every block of the cluster pushes each token's part here; no peer pushes before
+  // this block has counted them (the cluster barrier, waited for just before the pushes).
+  if (tid == 0) {
+#if __CUDA_ARCH__ >= 900
+    mbarrier_init(&parts_come);
+    mbarrier_expect(&parts_come, static_cast<uint32_t>(n() * group * sizeof(float)));
+#endif
+  }
+  cluster_arrive_relaxed();
 
   // ---- before the wait: what the previous kernel does not write ----
   // This thread's first state row and column; its rows follow dv apart, reached by
@@ -248,31 +280,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
   __syncthreads();
 
   // ---- gated RMS norm over each head row: warp t holds token t's 32 columns ----
+  cluster_wait();  // every peer counts its pushes
   float yv = 0;
   if (to < n()) {
 #pragma unroll
     for (int g = 0; g < kRowGroups; ++g) yv += y_part[to][g][lane];
-    const float ss = warp_sum(yv * yv);
-    if (lane == 0) norm_part[to] = ss;
+    const float part = warp_sum(yv * yv);
+    if (lane < group) push_to_peer(&norm_parts[to][rank], part, &parts_come, lane);
   }
-  // The cluster's blocks have read their old conv state and written their parts.
-  cluster_arrive();
-  cluster_wait();
-  float ss = 0;
-  if (to < n()) {
-    const int head_rank0 = rank - slice;  // the value head's first slice
-    for (int sl = 0; sl < slices; ++sl) ss += peer_value(&norm_part[to], head_rank0 + sl);
-  }
-  cluster_arrive();  // this block is done reading its peers' shared memory
-  // The state goes back only now: each cluster arrive releases this thread's earlier
-  // writes, so stores issued before the first one held every warp there until they
-  // completed. Several sequences gain (other blocks run while these drain); one
-  // sequence does not (its kernel still ends when they drain).
   {
     float* row = S;
 #pragma unroll
     for (int i = 0; i < kMaxRows; ++i, row += p.dv)
       if (i < rows) *row = s[i];
+  }
+  // Every block has pushed its parts here, so it has read its old conv state, and
+  // no push into this block is left in flight when it ends.
+  wait_for_pushes(&parts_come);
+  float ss = 0;
+  if (to < n()) {
+    const int head_rank0 = rank - slice;  // the value head's first slice
+    for (int sl = 0; sl < slices; ++sl) ss += norm_parts[to][head_rank0 + sl];
   }
   if (to < n()) {
     const float inv = rsqrtf(ss / p.dv + p.norm_eps);
@@ -287,7 +315,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
     for (int k = 0; k < kConvKernel - 1; ++k)
       if (own) conv_state_of(p)[k * C + chan[u]] = hist[u][k];
   }
-  cluster_wait();  // no block leaves while a peer may still read its norm_part
 }
 
 }  // namespace
