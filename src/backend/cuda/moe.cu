@@ -73,12 +73,15 @@ __device__ __noinline__ void route_and_publish(const float* logits, int E, int k
     // equal kNoPick and hang down.
     const auto id = static_cast<uint32_t>(ids[lane] < 0 ? E : ids[lane]);
     const unsigned long long v = static_cast<unsigned long long>(__float_as_uint(weights[lane])) << 32 | id;
-    asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(out + lane), "l"(v) : "memory");
+    // Relaxed: the word is all that down reads through it (its act comes after its PDL
+    // wait). A release here was a MEMBAR.ALL.GPU before the picks left, and with down's
+    // acquire cost one sequence's decode 1.0% (H200, PERFORMANCE.md session 55).
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(out + lane), "l"(v) : "memory");
   }
 }
 __device__ __forceinline__ void read_pick(const unsigned long long* at, int32_t& id, float& w) {
   unsigned long long v;
-  do asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(at) : "memory");
+  do asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(at) : "memory");
   while (v == kNoPick);
   id = static_cast<int32_t>(static_cast<uint32_t>(v)), w = __uint_as_float(static_cast<uint32_t>(v >> 32));
 }
