@@ -357,7 +357,7 @@ void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, flo
   // One token of one sequence takes the several-sequence instance too: its single token is
   // a compile-time count, where the one-sequence instance carries 8 tokens through its
   // loops behind run-time guards. That launch 7.46 -> 6.40 us under ncu, tg128 +0.06 /
-  // +0.38 / +0.32% at depth 0 / 8192 / 32768 (H200, PERFORMANCE.md session 55).
+  // +0.36 / +0.32% at depth 0 / 8192 / 32768 (H200, PERFORMANCE.md session 55).
   if (n_seqs == 1 && sh.n_tokens > 1) {
     const GdnCoreParams& one = p;
     check_cuda(cudaLaunchKernelEx(&cfg, gdn_core_kernel<GdnCoreParams>, one), "cudaLaunchKernelEx");
