@@ -33,7 +33,6 @@
 namespace zinc::cuda {
 namespace {
 
-
 constexpr int kMaxTokens = static_cast<int>(kGdnCoreMaxTokens);
 constexpr int kMaxDk = 128, kMaxDv = 128, kMaxCluster = 8;
 constexpr int kCols = 32;  // value columns per block
@@ -102,6 +101,8 @@ __device__ __forceinline__ void push_to_peer(float* slot, float v, uint64_t* bar
 #endif
 }
 // Until every byte counted on bar has come (its first phase), with the pushes visible.
+// warp_stream.cuh's mbarrier_wait acquires at CTA scope; this one acquires at cluster
+// scope, since the pushes come from peers.
 __device__ __forceinline__ void wait_for_pushes(uint64_t* bar) {
 #if __CUDA_ARCH__ >= 900
   asm volatile(
