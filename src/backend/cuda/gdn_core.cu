@@ -100,21 +100,6 @@ __device__ __forceinline__ void push_to_peer(float* slot, float v, uint64_t* bar
   __trap();
 #endif
 }
-// Until every byte counted on bar has come (its first phase), with the pushes visible.
-// warp_stream.cuh's mbarrier_wait acquires at CTA scope; this one acquires at cluster
-// scope, since the pushes come from peers.
-__device__ __forceinline__ void wait_for_pushes(uint64_t* bar) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n .reg .pred done;\n wait_%=:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
-      " @!done bra wait_%=;\n}" ::"r"(smem_address(bar))
-      : "memory");
-#else
-  (void)bar;
-  __trap();
-#endif
-}
-
 // A block's sequence's states.
 __device__ __forceinline__ float* state_of(const GdnCoreParams& p) { return p.state; }
 __device__ __forceinline__ float* conv_state_of(const GdnCoreParams& p) { return p.conv_state; }
@@ -296,8 +281,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
       if (i < rows) *row = s[i];
   }
   // Every block has pushed its parts here, so it has read its old conv state, and
-  // no push into this block is left in flight when it ends.
-  wait_for_pushes(&parts_come);
+  // no push into this block is left in flight when it ends. The same CTA-scope wait as
+  // for bulk copies: the pushes land in this block's shared memory, released by
+  // st.async's complete_tx. A cluster-scope acquire was no faster (H200, PERFORMANCE.md
+  // session 56) and needed a wait of its own.
+#if __CUDA_ARCH__ >= 900
+  mbarrier_wait(&parts_come, 0);
+#endif
   float ss = 0;
   if (to < n()) {
     const int head_rank0 = rank - slice;  // the value head's first slice
