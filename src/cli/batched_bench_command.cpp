@@ -96,7 +96,8 @@ Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_
                                  },
                                  [&](FinishReason reason, const RequestStats&, const std::string& error) {
                                    std::lock_guard lock(mu);
-                                   if (reason == FinishReason::Error) std::fprintf(stderr, "error: %s\n", error.c_str());
+                                   if (reason == FinishReason::Error)
+                                     std::fprintf(stderr, "error: %s\n", error.c_str());
                                    ++finished;
                                    end = Clock::now();
                                    cv.notify_all();
@@ -326,7 +327,8 @@ void add_batched_bench_command(CLI::App& app) {
     std::printf("model: %s (%s) on %s; prompts of %lld tokens, %lld generated each, %s\n\n", args->model.c_str(),
                 std::string(model->arch()).c_str(), backend->name().c_str(), static_cast<long long>(args->prompt),
                 static_cast<long long>(args->gen), how.c_str());
-    std::printf("| sequences | prompt tokens/s | generated tokens/s (all sequences) | per sequence |\n|---|---|---|---|\n");
+    std::printf("| sequences | prompt tokens/s | generated tokens/s (all sequences) | per sequence |\n"
+                "|---|---|---|---|\n");
     std::fflush(stdout);
     for (int n : counts) {
       Run mean;

@@ -292,13 +292,13 @@ void add_bench_command(CLI::App& app) {
           runner.rewind(depth);
           const double s = once(n);
           if (args->verbose)
-            std::fprintf(stderr, "%s%s run %d%s: %.3f ms\n", test.c_str(), at.c_str(), r, r < kWarmups ? " (warm-up)" : "",
-                         1e3 * s);
+            std::fprintf(stderr, "%s%s run %d%s: %.3f ms\n", test.c_str(), at.c_str(), r,
+                         r < kWarmups ? " (warm-up)" : "", 1e3 * s);
           if (r >= kWarmups) rates.push_back(static_cast<double>(n) / s);
         }
         const Stats st = stats(rates);
-        std::printf("| %s | %s%s | %.2f ± %.2f | %.2f | %.2f |", label.c_str(), test.c_str(), at.c_str(), st.mean, st.std,
-                    st.median, 1e3 * static_cast<double>(n) / st.median);
+        std::printf("| %s | %s%s | %.2f ± %.2f | %.2f | %.2f |", label.c_str(), test.c_str(), at.c_str(), st.mean,
+                    st.std, st.median, 1e3 * static_cast<double>(n) / st.median);
         if (decode) {
           const double gbs = bytes_per_token * st.mean / 1e9;
           std::printf(" %.1f |", gbs);

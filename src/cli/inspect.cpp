@@ -97,8 +97,8 @@ void print_tensors(const gguf::GgufFile& file) {
   uint64_t total = 0;
   for (const auto& t : tensors) {
     std::printf("  %s  %s  %s  %14zu\n", padded(t.name, name_width).c_str(),
-                padded(std::string(type_name(t.type)), type_width).c_str(), padded(dims_string(t.dims), dims_width).c_str(),
-                t.nbytes);
+                padded(std::string(type_name(t.type)), type_width).c_str(),
+                padded(dims_string(t.dims), dims_width).c_str(), t.nbytes);
     PerType& p = per_type[static_cast<uint32_t>(t.type)];
     ++p.count;
     p.bytes += t.nbytes;
@@ -107,8 +107,9 @@ void print_tensors(const gguf::GgufFile& file) {
   std::printf("\ntotals\n  %zu tensors, %s of tensor data (%llu bytes)\n", tensors.size(), human_size(total).c_str(),
               static_cast<unsigned long long>(total));
   for (const auto& [id, p] : per_type)
-    std::printf("  %s  %6zu tensors  %10s\n", padded(std::string(type_name(static_cast<DType>(id))), type_width).c_str(),
-                p.count, human_size(p.bytes).c_str());
+    std::printf("  %s  %6zu tensors  %10s\n",
+                padded(std::string(type_name(static_cast<DType>(id))), type_width).c_str(), p.count,
+                human_size(p.bytes).c_str());
 }
 
 void run_inspect(const InspectOptions& opts) {

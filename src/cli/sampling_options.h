@@ -13,7 +13,8 @@ namespace zinc::cli {
 
 inline void add_truncation_options(CLI::App& cmd, SamplerParams& s) {
   cmd.add_option("--top-k", s.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
-  cmd.add_option("--top-p", s.top_p, "Keep the most likely tokens up to this probability (1: off)")->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "Keep the most likely tokens up to this probability (1: off)")
+      ->capture_default_str();
   cmd.add_option("--min-p", s.min_p, "Drop tokens below this fraction of the best one's probability (0: off)")
       ->capture_default_str();
 }

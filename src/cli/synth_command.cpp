@@ -86,13 +86,17 @@ void add_synth_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight GGUF with an architecture's exact layout");
   cmd->add_option("--arch", args->opt.arch, "Architecture")->capture_default_str();
-  cmd->add_option("--preset", args->opt.preset, "Size preset (qwen35moe: tiny, tiny2, 35b-a3b; llama: tiny, tiny-llama3, smollm2-135m; qwen3, qwen3moe: tiny; gemma3: tiny, 270m; gpt-oss: tiny, 20b)")->capture_default_str();
+  cmd->add_option("--preset", args->opt.preset,
+                  "Size preset (qwen35moe: tiny, tiny2, 35b-a3b; llama: tiny, tiny-llama3, smollm2-135m; "
+                  "qwen3, qwen3moe: tiny; gemma3: tiny, 270m; gpt-oss: tiny, 20b)")
+      ->capture_default_str();
   cmd->add_option("--layers", args->layers, "Override the layer count");
   cmd->add_option("--experts", args->experts, "Override the expert count");
   cmd->add_option("--type", args->type, "Store every weight matrix in this type (e.g. q8_0)");
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--threads", args->threads, "Writer threads (default: all cores)");
-  cmd->add_option("--vocab", args->vocab, "Take the tokenizer (and vocabulary size) from this GGUF, e.g. from `zinc vocab`");
+  cmd->add_option("--vocab", args->vocab,
+                  "Take the tokenizer (and vocabulary size) from this GGUF, e.g. from `zinc vocab`");
   cmd->add_option("--chat-template", args->chat_template, "Store this Jinja file as tokenizer.chat_template");
   cmd->add_flag("--dry-run", args->dry_run, "Print the tensor table and size, write nothing");
   cmd->add_option("-o,--output", args->out, "Output GGUF file");

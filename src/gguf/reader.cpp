@@ -200,7 +200,8 @@ struct Parser {
         if (into) into->arr_strings_.push_back(s);
       }
     } else if (elem == ValueType::ARRAY) {
-      if (depth >= kMaxArrayNesting) fail("arrays nested more than " + std::to_string(kMaxArrayNesting) + " deep " + context);
+      if (depth >= kMaxArrayNesting)
+        fail("arrays nested more than " + std::to_string(kMaxArrayNesting) + " deep " + context);
       if (into) into->arr_data_ = base + pos;
       for (uint64_t i = 0; i < n; ++i) {
         ValueType inner = read_value_type("nested array element type");
@@ -217,7 +218,8 @@ struct Parser {
     context = "in general.alignment";
     const Value* v = file.find("general.alignment");
     if (!v) return;
-    if (!v->is_integer()) fail("general.alignment is " + std::string(value_type_name(v->type())) + ", expected an unsigned integer");
+    if (!v->is_integer())
+      fail("general.alignment is " + std::string(value_type_name(v->type())) + ", expected an unsigned integer");
     int64_t a = static_cast<int64_t>(v->u_);
     if (a <= 0 || a > std::numeric_limits<uint32_t>::max() || !std::has_single_bit(static_cast<uint64_t>(a)))
       fail("general.alignment is " + std::to_string(a) + ", expected a power of two");
@@ -240,9 +242,10 @@ struct Parser {
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim = read<uint64_t>("dimension");
       if (dim == 0 || dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail("tensor " + name_s + " has dimension " + std::to_string(d) + " = " + std::to_string(static_cast<int64_t>(dim)) +
-             " (expected a positive size)");
-      if (!checked_mul(n_elements, dim, n_elements) || n_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail("tensor " + name_s + " has dimension " + std::to_string(d) + " = " +
+             std::to_string(static_cast<int64_t>(dim)) + " (expected a positive size)");
+      if (!checked_mul(n_elements, dim, n_elements) ||
+          n_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         fail("tensor " + name_s + " has dimensions whose product overflows int64");
       t.dims.push_back(static_cast<int64_t>(dim));
     }

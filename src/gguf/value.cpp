@@ -114,7 +114,8 @@ int64_t Value::as_int() const {
 uint64_t Value::as_uint() const {
   if (!is_integer()) type_error("an integer");
   if (format::is_signed_type(type_) && static_cast<int64_t>(u_) < 0)
-    throw GgufError("key " + key_ + " is " + std::to_string(static_cast<int64_t>(u_)) + ", expected a non-negative integer");
+    throw GgufError("key " + key_ + " is " + std::to_string(static_cast<int64_t>(u_)) +
+                    ", expected a non-negative integer");
   return u_;
 }
 

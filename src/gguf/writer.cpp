@@ -245,7 +245,8 @@ void GgufWriter::write_file(const std::string& path, const FillFn& fill, int n_t
         }
       }
     };
-    size_t n_workers = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(n_threads, 1)), tensors_.size()));
+    size_t n_workers =
+        std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(n_threads, 1)), tensors_.size()));
     std::vector<std::thread> threads;
     for (size_t t = 1; t < n_workers; ++t) threads.emplace_back(worker);
     worker();

@@ -142,7 +142,8 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
                  const Tensor& x) {
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
-  for (const auto& [bias, y] : {std::pair{&w.q_bias, &proj[0]}, std::pair{&w.k_bias, &proj[1]}, std::pair{&w.v_bias, &proj[2]}})
+  for (const auto& [bias, y] :
+       {std::pair{&w.q_bias, &proj[0]}, std::pair{&w.k_bias, &proj[1]}, std::pair{&w.v_bias, &proj[2]}})
     if (!bias->empty()) be.add(*y, *bias, *y);
   // With an output gate the projection holds each head's query then its gate.
   const Tensor qp = proj[0].reshape({opt.output_gate ? 2 * D : D, Hq, n});

@@ -136,7 +136,8 @@ class Qwen35 final : public Model {
                                     : blocks::gated_delta_net(be_, L.gdn, gdn_, batch, il, h);
       trace(mix, L.full_attention ? "attn_out" : "gdn_out", il);
       const Tensor hf = blocks::add_rms_norm(be_, x, mix, L.post_attention_norm, eps_);
-      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, hf) : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
+      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, hf)
+                             : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
       be_.add_rms_norm(x, ffn, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x, h_next);
       trace(x, "layer_out", il);

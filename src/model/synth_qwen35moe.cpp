@@ -44,7 +44,8 @@ ModelSpec qwen35moe_spec(const Options& opt) {
   if (opt.layers) s.layers = *opt.layers;
   if (opt.vocab) s.vocab = *opt.vocab;
   if (opt.experts) s.experts = *opt.experts;
-  if (s.layers < 1 || s.experts < s.used) throw std::invalid_argument("synth: need layers >= 1 and experts >= " + std::to_string(s.used));
+  if (s.layers < 1 || s.experts < s.used)
+    throw std::invalid_argument("synth: need layers >= 1 and experts >= " + std::to_string(s.used));
   if (opt.type) ty = {*opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type};
 
   ModelSpec spec;

@@ -41,7 +41,8 @@ YarnScaling yarn_rope_scaling(const gguf::GgufFile& f, const std::string& arch, 
     throw std::runtime_error(f.path() + ": expected rope.scaling.type 'yarn'");
   const double factor = f.get_float(a + "factor");
   const double n_orig = static_cast<double>(f.get_int(a + "original_context_length"));
-  const double beta_fast = f.get_float_or(a + "yarn_beta_fast", 32.0), beta_slow = f.get_float_or(a + "yarn_beta_slow", 1.0);
+  const double beta_fast = f.get_float_or(a + "yarn_beta_fast", 32.0),
+               beta_slow = f.get_float_or(a + "yarn_beta_slow", 1.0);
   if (factor < 1 || n_orig <= 0 || n_rot <= 0)
     throw std::runtime_error(f.path() + ": bad yarn rope scaling (factor " + std::to_string(factor) + ")");
   // Frequency pair j turns n_orig / (2π · theta^(2j/n_rot)) times over the original

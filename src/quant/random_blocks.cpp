@@ -158,7 +158,8 @@ void fill_mxfp4(uint64_t key, void* dst, int64_t nb, float scale) {
   const double d_target = scale / std::sqrt(mean_square(kMxfp4Values));
   const double pair_rms = std::sqrt((1.0 + 0.25) / 2);  // rms of {1, 1/2}
   // e8m0_half(e) = 2^(e - 128); e <= 250 keeps 12 * 2^(e - 128) finite.
-  const int e = d_target > 0 ? std::clamp(static_cast<int>(std::lround(std::log2(d_target / pair_rms))) + 128, 1, 250) : 1;
+  const int e =
+      d_target > 0 ? std::clamp(static_cast<int>(std::lround(std::log2(d_target / pair_rms))) + 128, 1, 250) : 1;
   fill_blocks<BlockMXFP4>(key, dst, nb, [&](BlockMXFP4& b) { b.e = static_cast<uint8_t>(e - (b.e & 1)); });
 }
 

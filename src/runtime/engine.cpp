@@ -93,7 +93,8 @@ struct Engine::Impl {
       const int64_t len = std::min(options.prefix_block, n - p);
       const bool last = p + len == n;
       const Tensor logits = model.forward(
-          seq, std::span<const int32_t>(prompt).subspan(static_cast<size_t>(p), static_cast<size_t>(len)), last ? 1 : 0);
+          seq, std::span<const int32_t>(prompt).subspan(static_cast<size_t>(p), static_cast<size_t>(len)),
+          last ? 1 : 0);
       if (last) pick_on_backend(backend, logits, nullptr, ids);
     }
     greedy_on_device(model, backend, seq, ids, kSteps);
@@ -152,7 +153,8 @@ struct Engine::Impl {
       std::unordered_set<uint64_t> cancel_now;
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !cancelled.empty() || has_active() || (!waiting.empty() && has_free()); });
+        cv.wait(lock,
+                [&] { return stopping || !cancelled.empty() || has_active() || (!waiting.empty() && has_free()); });
         if (stopping) break;
         cancel_now.swap(cancelled);
         for (auto it = waiting.begin(); it != waiting.end();) {
@@ -242,7 +244,8 @@ struct Engine::Impl {
       if (n > budget) break;
       budget -= n;
       const bool wants_logits = !s->prefilling() || end == s->prompt_len;
-      chunks.push_back({&s->seq, std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(p), static_cast<size_t>(n)),
+      chunks.push_back({&s->seq,
+                        std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(p), static_cast<size_t>(n)),
                         wants_logits ? 1 : 0});
       members.push_back(s);
     }
@@ -435,7 +438,8 @@ struct Engine::Impl {
   void sample(Slot& s, std::span<float> logits) {
     Request& r = *s.request;
     for (auto& p : r.options.processors) p->process(logits);
-    if (std::none_of(logits.begin(), logits.end(), [](float l) { return l > -std::numeric_limits<float>::infinity(); })) {
+    if (std::none_of(logits.begin(), logits.end(),
+                     [](float l) { return l > -std::numeric_limits<float>::infinity(); })) {
       note_first_token(r);
       finish(s, FinishReason::Error, "the constraints allow no next token");
       return;

@@ -126,7 +126,9 @@ struct EngineOptions {
 
 // Raises o.step_tokens to the least the engine accepts: one prompt chunk (a block)
 // beside every slot's decoding token.
-inline void fit_step_tokens(EngineOptions& o) { o.step_tokens = std::max(o.step_tokens, o.prefix_block + o.n_parallel); }
+inline void fit_step_tokens(EngineOptions& o) {
+  o.step_tokens = std::max(o.step_tokens, o.prefix_block + o.n_parallel);
+}
 
 struct EngineMetrics {
   int64_t requests_total = 0, requests_running = 0, requests_waiting = 0;

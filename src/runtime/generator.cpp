@@ -38,8 +38,8 @@ GenerationResult generate(Model& model, Backend& backend, SequenceState& seq, st
   if (options.prefill_chunk < 1) throw std::invalid_argument("generate: prefill chunk must be >= 1");
   const int64_t room = seq.n_ctx - seq.n_past;
   if (static_cast<int64_t>(prompt.size()) > room)
-    throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) + " tokens does not fit in the " +
-                                std::to_string(room) + " context positions left");
+    throw std::invalid_argument("generate: prompt of " + std::to_string(prompt.size()) +
+                                " tokens does not fit in the " + std::to_string(room) + " context positions left");
   const int64_t n_vocab = model.n_vocab();
   for (int32_t t : prompt)
     if (t < 0 || t >= n_vocab) throw std::invalid_argument("generate: token id " + std::to_string(t) + " out of range");

@@ -154,7 +154,8 @@ Json normalise_messages(const Json& body) {
         Json rendered = Json::array();
         for (const Json& c : *calls) {
           const Json* fn = c.is_object() ? find(c, "function") : nullptr;
-          if (!fn || !fn->is_object() || !string(*fn, "name")) bad(param + ".tool_calls", "each tool call needs function.name");
+          if (!fn || !fn->is_object() || !string(*fn, "name"))
+            bad(param + ".tool_calls", "each tool call needs function.name");
           // Templates iterate the arguments as a mapping: parse the JSON text.
           Json args = Json::object();
           if (const Json* a = find(*fn, "arguments")) {
@@ -187,7 +188,8 @@ void parse_tools(const Json& body, ChatRequest& r) {
         bad("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       const Json* params = find(*fn, "parameters");
       if (params && !params->is_object()) bad("tools", "function.parameters must be a JSON schema object");
-      r.tool_parameters[(*fn)["name"].get<std::string>()] = params ? nlohmann::json::parse(params->dump()) : nlohmann::json::object();
+      r.tool_parameters[(*fn)["name"].get<std::string>()] =
+          params ? nlohmann::json::parse(params->dump()) : nlohmann::json::object();
     }
     if (!tools->empty()) r.tools = *tools;
   }
@@ -205,11 +207,13 @@ void parse_tools(const Json& body, ChatRequest& r) {
     if (!fn || !fn->is_object() || !string(*fn, "name")) bad("tool_choice", "a named tool_choice needs function.name");
     r.tool_choice = ToolChoice::Named;
     r.tool_name = (*fn)["name"].get<std::string>();
-    if (!r.tool_parameters.count(r.tool_name)) bad("tool_choice", "tool_choice names '" + r.tool_name + "', which is not in tools");
+    if (!r.tool_parameters.count(r.tool_name))
+      bad("tool_choice", "tool_choice names '" + r.tool_name + "', which is not in tools");
   } else {
     bad("tool_choice", "'tool_choice' must be a string or an object");
   }
-  if (r.tool_choice == ToolChoice::Required && r.tools.is_null()) bad("tool_choice", "tool_choice 'required' needs tools");
+  if (r.tool_choice == ToolChoice::Required && r.tools.is_null())
+    bad("tool_choice", "tool_choice 'required' needs tools");
   if (r.tool_choice == ToolChoice::None) r.tools = nullptr;
 }
 
@@ -223,7 +227,8 @@ void parse_response_format(const Json& body, ChatRequest& r) {
     r.format = ResponseFormat::JsonObject;
     return;
   }
-  if (type != "json_schema") bad("response_format.type", "response_format.type must be text, json_object or json_schema");
+  if (type != "json_schema")
+    bad("response_format.type", "response_format.type must be text, json_object or json_schema");
   const Json* js = find(*f, "json_schema");
   const Json* schema = js && js->is_object() ? find(*js, "schema") : nullptr;
   if (!schema || !(schema->is_object() || schema->is_boolean()))
@@ -255,7 +260,8 @@ ChatRequest parse_chat_request(const Json& body, const ServerDefaults& d) {
     r.template_kwargs["enable_thinking"] = *d.enable_thinking;
   r.thinking_budget = integer(body, "thinking_budget", -1, INT64_MAX).value_or(d.thinking_budget);
   r.reasoning_effort = string(body, "reasoning_effort");
-  if (r.reasoning_effort && *r.reasoning_effort != "low" && *r.reasoning_effort != "medium" && *r.reasoning_effort != "high")
+  if (r.reasoning_effort && *r.reasoning_effort != "low" && *r.reasoning_effort != "medium" &&
+      *r.reasoning_effort != "high")
     bad("reasoning_effort", "'reasoning_effort' must be low, medium or high");
   return r;
 }

@@ -14,7 +14,8 @@ namespace {
 
 bool address_matches(const sockaddr_storage& a, socklen_t len, const std::string* host, int port) {
   char h[NI_MAXHOST], s[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, h, sizeof h, s, sizeof s, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, h, sizeof h, s, sizeof s,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
     return false;
   return std::atoi(s) == port && (!host || *host == h);
 }
@@ -34,7 +35,8 @@ int find_connection_fd(const std::string& remote_addr, int remote_port, int loca
     socklen_t peer_len = sizeof peer, local_len = sizeof local;
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (address_matches(peer, peer_len, &remote_addr, remote_port) && address_matches(local, local_len, nullptr, local_port)) {
+    if (address_matches(peer, peer_len, &remote_addr, remote_port) &&
+        address_matches(local, local_len, nullptr, local_port)) {
       found = fd;
       break;
     }

@@ -23,7 +23,8 @@ std::string random_id() {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = random_seed();
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(salt ^ (++counter * 0x9E3779B97F4A7C15ull)));
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(salt ^ (++counter * 0x9E3779B97F4A7C15ull)));
   return buf;
 }
 

@@ -8,7 +8,8 @@ namespace {
 
 void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
   char line[256];
-  std::snprintf(line, sizeof line, "# HELP zinc_%s %s\n# TYPE zinc_%s %s\nzinc_%s %.17g\n", name, help, name, type, name, value);
+  std::snprintf(line, sizeof line, "# HELP zinc_%s %s\n# TYPE zinc_%s %s\nzinc_%s %.17g\n", name, help, name, type,
+                name, value);
   out += line;
 }
 
@@ -21,7 +22,8 @@ std::string prometheus_text(const EngineMetrics& m, const HttpCounts& http) {
   metric(out, "requests_total", "counter", "Generation requests submitted to the engine.", double(m.requests_total));
   metric(out, "requests_running", "gauge", "Requests holding a slot.", double(m.requests_running));
   metric(out, "requests_waiting", "gauge", "Requests queued for a slot (queue depth).", double(m.requests_waiting));
-  metric(out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests (tokens in).", double(m.prompt_tokens_total));
+  metric(out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests (tokens in).",
+         double(m.prompt_tokens_total));
   metric(out, "generated_tokens_total", "counter", "Tokens generated (tokens out).", double(m.generated_tokens_total));
   metric(out, "cached_tokens_total", "counter", "Prompt tokens restored from the prefix cache (cache hits).",
          double(m.cached_tokens_total));

@@ -80,10 +80,13 @@ Json chat_completion(const ReplyMeta& meta, const Reply& reply, const std::strin
   if (!reply.reasoning.empty()) message["reasoning_content"] = reply.reasoning;
   if (!reply.calls.empty()) {
     Json calls = Json::array();
-    for (size_t i = 0; i < reply.calls.size(); ++i) calls.push_back(tool_call_json(reply.calls[i], call_id(meta.id, i)));
+    for (size_t i = 0; i < reply.calls.size(); ++i)
+      calls.push_back(tool_call_json(reply.calls[i], call_id(meta.id, i)));
     message["tool_calls"] = calls;
   }
-  Json choice = {{"index", 0}, {"message", message}, {"logprobs", logprobs ? chat_logprobs(reply.logprobs) : Json(nullptr)},
+  Json choice = {{"index", 0},
+                 {"message", message},
+                 {"logprobs", logprobs ? chat_logprobs(reply.logprobs) : Json(nullptr)},
                  {"finish_reason", finish_reason}};
   return {{"id", meta.id}, {"object", "chat.completion"}, {"created", meta.created}, {"model", meta.model},
           {"choices", Json::array({choice})}, {"usage", usage_json(stats)}};

@@ -186,8 +186,8 @@ void HttpServer::Impl::run(GenerationJob job, const httplib::Request& req, httpl
   if (n_prompt == 0) throw ApiError(400, "the prompt is empty", "prompt");
   if (n_prompt >= n_ctx)
     throw ApiError(400,
-                   "the prompt has " + std::to_string(n_prompt) + " tokens; the context holds " + std::to_string(n_ctx) +
-                       " (prompt and reply together)",
+                   "the prompt has " + std::to_string(n_prompt) + " tokens; the context holds " +
+                       std::to_string(n_ctx) + " (prompt and reply together)",
                    job.chat ? "messages" : "prompt", "context_length_exceeded");
   auto ex = std::make_shared<Exchange>(model.tokenizer, job.reply);
   RequestCallbacks callbacks;
@@ -285,13 +285,16 @@ void HttpServer::Impl::stream(const std::shared_ptr<Exchange>& ex, uint64_t id, 
     }
     if (ex->reason == FinishReason::Error || ex->reason == FinishReason::Cancelled) {
       const ApiError e(ex->reason == FinishReason::Error ? 500 : 503,
-                       ex->reason == FinishReason::Error ? "generation failed: " + ex->error : "the request was cancelled");
+                       ex->reason == FinishReason::Error ? "generation failed: " + ex->error
+                                                         : "the request was cancelled");
       send(e.body());
     } else {
       const std::string finish = finish_reason_name(ex->reason, made_calls);
-      if (!send(job->chat ? chat_chunk(meta, Json::object(), finish, nullptr) : text_chunk(meta, "", finish, nullptr, text_offset)))
+      if (!send(job->chat ? chat_chunk(meta, Json::object(), finish, nullptr)
+                          : text_chunk(meta, "", finish, nullptr, text_offset)))
         return gone();
-      if (job->include_usage && !send(job->chat ? chat_usage_chunk(meta, ex->stats) : text_usage_chunk(meta, ex->stats)))
+      if (job->include_usage &&
+          !send(job->chat ? chat_usage_chunk(meta, ex->stats) : text_usage_chunk(meta, ex->stats)))
         return gone();
     }
     const std::string done = "data: [DONE]\n\n";

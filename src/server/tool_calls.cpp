@@ -61,7 +61,8 @@ std::optional<ToolCall> parse_xml_call(std::string_view body, const std::map<std
   ToolCall call{std::string(trim(body.substr(fn_open.size(), name_end - fn_open.size()))), ""};
   if (call.name.empty() || !trim(body.substr(end + fn_close.size())).empty()) return std::nullopt;
   const nlohmann::json* properties = nullptr;
-  if (auto it = schemas.find(call.name); it != schemas.end() && it->second.is_object() && it->second.contains("properties"))
+  if (auto it = schemas.find(call.name);
+      it != schemas.end() && it->second.is_object() && it->second.contains("properties"))
     properties = &it->second["properties"];
   nlohmann::ordered_json args = nlohmann::ordered_json::object();
   std::string_view rest = body.substr(name_end + 1, end - name_end - 1);
@@ -71,7 +72,8 @@ std::optional<ToolCall> parse_xml_call(std::string_view body, const std::map<std
     if (rest.substr(0, p_open.size()) != p_open) return std::nullopt;
     const size_t key_end = rest.find('>');
     const size_t value_end = rest.find(p_close);
-    if (key_end == std::string_view::npos || value_end == std::string_view::npos || value_end < key_end) return std::nullopt;
+    if (key_end == std::string_view::npos || value_end == std::string_view::npos || value_end < key_end)
+      return std::nullopt;
     const std::string key(trim(rest.substr(p_open.size(), key_end - p_open.size())));
     const std::string_view value = strip_one_newline(rest.substr(key_end + 1, value_end - key_end - 1));
     const nlohmann::json* schema = properties && properties->contains(key) ? &(*properties)[key] : nullptr;

@@ -25,7 +25,8 @@ struct ToolCall {
 
 // The body between the tags; nullopt when it is neither format.
 // parameter_schemas: function name -> its "parameters" JSON schema (may be empty).
-std::optional<ToolCall> parse_tool_call(std::string_view body, const std::map<std::string, nlohmann::json>& parameter_schemas);
+std::optional<ToolCall> parse_tool_call(std::string_view body,
+                                        const std::map<std::string, nlohmann::json>& parameter_schemas);
 
 struct ToolCallText {
   std::string content;          // text outside tool calls

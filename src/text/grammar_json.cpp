@@ -88,7 +88,8 @@ class SchemaCompiler {
         {{B::bytes("0123456789abcABC"), hex, hex, hex},
          {B::bytes("dD"), B::range('0', '7'), hex, hex},
          {B::bytes("eEfF"), hex, hex, hex},
-         B::concat({{B::bytes("dD"), B::bytes("89abAB"), hex, hex}, lit("\\u"), {B::bytes("dD"), B::bytes("cdefCDEF"), hex, hex}})});
+         B::concat({{B::bytes("dD"), B::bytes("89abAB"), hex, hex}, lit("\\u"),
+                    {B::bytes("dD"), B::bytes("cdefCDEF"), hex, hex}})});
     char_ = b_.rule("char", {{plain},
                              {B::range(0xc2, 0xdf), cont},
                              {B::byte(0xe0), B::range(0xa0, 0xbf), cont},
@@ -166,7 +167,8 @@ class SchemaCompiler {
       const json& subs = s[key];
       if (!subs.is_array() || subs.empty()) fail(path + "/" + key, "must be a non-empty array");
       std::vector<Sequence> alts;
-      for (size_t i = 0; i < subs.size(); ++i) alts.push_back({ref(schema(subs[i], path + "/" + key + "/" + std::to_string(i)))});
+      for (size_t i = 0; i < subs.size(); ++i)
+        alts.push_back({ref(schema(subs[i], path + "/" + key + "/" + std::to_string(i)))});
       return b_.rule(key, std::move(alts));
     }
     if (s.contains("allOf")) return all_of(s, path);
@@ -203,7 +205,8 @@ class SchemaCompiler {
   const json& resolve(const json& ref_value, const std::string& path) const {
     if (!ref_value.is_string()) fail(path + "/$ref", "must be a string");
     const std::string target = ref_value.get<std::string>();
-    if (target.empty() || target[0] != '#') fail(path + "/$ref", "only local references (#/...) are supported: " + target);
+    if (target.empty() || target[0] != '#')
+      fail(path + "/$ref", "only local references (#/...) are supported: " + target);
     try {
       return root_->at(json::json_pointer(target.substr(1)));
     } catch (const json::exception&) {
@@ -250,7 +253,8 @@ class SchemaCompiler {
           }
         } else if (k == "required") {
           for (const json& name : v)
-            if (!merged.contains("required") || std::find(merged["required"].begin(), merged["required"].end(), name) == merged["required"].end())
+            if (!merged.contains("required") ||
+                std::find(merged["required"].begin(), merged["required"].end(), name) == merged["required"].end())
               merged["required"].push_back(name);
         } else if (k == "additionalProperties") {
           if (merged.contains(k) && merged[k] != v) fail(part_path, "allOf gives two different additionalProperties");
@@ -358,7 +362,8 @@ class SchemaCompiler {
     bool any_required = false;
     for (const Member& m : members) any_required |= m.required;
     if (!any_required) alts.push_back({B::byte('{'), ws(), B::byte('}')});
-    if (const int32_t body = tail(0, true); body >= 0) alts.push_back({B::byte('{'), ws(), ref(body), ws(), B::byte('}')});
+    if (const int32_t body = tail(0, true); body >= 0)
+      alts.push_back({B::byte('{'), ws(), ref(body), ws(), B::byte('}')});
     return b_.rule("object", std::move(alts));
   }
 

@@ -101,7 +101,8 @@ void add_hf_vocab(const std::string& hf_dir, gguf::GgufWriter& writer) {
                                                                         : json::object();
   const json& model = tokenizer.at("model");
   if (model.value("type", "") != "BPE")
-    throw std::runtime_error("tokenizer.json: model type '" + model.value("type", "") + "' is not supported (BPE only)");
+    throw std::runtime_error("tokenizer.json: model type '" + model.value("type", "") +
+                             "' is not supported (BPE only)");
 
   // Tokens by id: the model's vocab, then added tokens (which may extend it).
   std::vector<std::string> tokens;
@@ -199,7 +200,8 @@ void add_hf_vocab(const std::string& hf_dir, gguf::GgufWriter& writer) {
   };
   std::vector<std::pair<const char*, int32_t>> special_ids;
   for (const auto& [config_key, gguf_key] : special_keys)
-    if (std::optional<int32_t> id = id_of(special_token_text(config, config_key))) special_ids.emplace_back(gguf_key, *id);
+    if (std::optional<int32_t> id = id_of(special_token_text(config, config_key)))
+      special_ids.emplace_back(gguf_key, *id);
 
   writer.set_string_array("tokenizer.ggml.tokens", std::move(tokens));
   if (!byte_level) writer.set_f32_array("tokenizer.ggml.scores", std::move(scores));

@@ -35,7 +35,10 @@ int parse_byte_token(std::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
   int value = 0;
   for (char c : text.substr(3, 2)) {
-    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    int digit = c >= '0' && c <= '9' ? c - '0'
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                       : -1;
     if (digit < 0) return -1;
     value = value * 16 + digit;
   }

@@ -54,7 +54,9 @@ struct RawGguf {
 
 // Deterministic, position-dependent tensor bytes: a wrong offset shows up as a
 // wrong byte.
-inline uint8_t sample_byte(size_t tensor, size_t i) { return static_cast<uint8_t>((tensor * 131 + i * 7 + (i >> 8)) ^ 0x5a); }
+inline uint8_t sample_byte(size_t tensor, size_t i) {
+  return static_cast<uint8_t>((tensor * 131 + i * 7 + (i >> 8)) ^ 0x5a);
+}
 
 inline void fill_sample_tensor(const gguf::GgufWriter& w, size_t index, uint8_t* dst) {
   for (size_t i = 0; i < w.tensor_bytes(index); ++i) dst[i] = sample_byte(index, i);
@@ -85,7 +87,8 @@ inline gguf::GgufWriter sample_writer() {
   std::vector<int32_t> token_types;
   std::vector<float> scores;
   for (int i = 0; i < 64; ++i) {
-    tokens.push_back(i < 3 ? std::string(i == 0 ? "<s>" : i == 1 ? "</s>" : "<unk>") : std::string(1 + i % 5, char('a' + i % 26)));
+    tokens.push_back(i < 3 ? std::string(i == 0 ? "<s>" : i == 1 ? "</s>" : "<unk>")
+                           : std::string(1 + i % 5, char('a' + i % 26)));
     token_types.push_back(i < 3 ? 3 : 1);
     scores.push_back(-static_cast<float>(i));
   }

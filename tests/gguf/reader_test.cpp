@@ -145,7 +145,8 @@ TEST(GgufReader, AccessorErrorsNameTheKey) {
   EXPECT_EQ(message([&] { f->get_int("s"); }), "bad.gguf: key s is string, expected an integer");
   EXPECT_EQ(message([&] { f->get_string("n"); }), "bad.gguf: key n is u32, expected a string");
   EXPECT_EQ(message([&] { f->get_bool("n"); }), "bad.gguf: key n is u32, expected a bool");
-  EXPECT_EQ(message([&] { f->get_string_array("ints"); }), "bad.gguf: key ints is an array of i32, expected an array of strings");
+  EXPECT_EQ(message([&] { f->get_string_array("ints"); }),
+            "bad.gguf: key ints is an array of i32, expected an array of strings");
   EXPECT_EQ(message([&] { f->get_int_array("s"); }), "bad.gguf: key s is string, expected an array");
   EXPECT_EQ(message([&] { f->find("ints")->array_int(1); }), "key ints: index 1 is past the end of its 1 items");
   EXPECT_EQ(message([&] { f->find("neg")->as_uint(); }), "key neg is -1, expected a non-negative integer");
@@ -281,7 +282,8 @@ TEST(GgufReaderRejects, BadTypesAndRows) {
   OneTensor partial_block;
   partial_block.type = static_cast<uint32_t>(DType::Q8_0);
   partial_block.dims = {33};
-  expect_rejected(partial_block.build(), "tensor t (q8_0) has rows of 33 elements, not a multiple of the block size 32");
+  expect_rejected(partial_block.build(),
+                  "tensor t (q8_0) has rows of 33 elements, not a multiple of the block size 32");
   OneTensor huge;  // element count fits int64, byte count does not fit the file
   huge.type = static_cast<uint32_t>(DType::F64);
   huge.dims = {1ull << 61};
@@ -349,7 +351,8 @@ TEST(GgufReaderFiles, OpenReportsPathProblems) {
   EXPECT_EQ(message(dir + "/empty.gguf"), dir + "/empty.gguf: empty file, not a GGUF model");
   RawGguf cut = OneTensor{}.build();
   cut.bytes.resize(cut.bytes.size() - 64);
-  std::ofstream(dir + "/cut.gguf", std::ios::binary).write(reinterpret_cast<const char*>(cut.bytes.data()), cut.bytes.size());
+  std::ofstream(dir + "/cut.gguf", std::ios::binary)
+      .write(reinterpret_cast<const char*>(cut.bytes.data()), cut.bytes.size());
   EXPECT_EQ(message(dir + "/cut.gguf").rfind(dir + "/cut.gguf: truncated: tensor t", 0), 0u);
 }
 

@@ -47,7 +47,8 @@ std::string synth_model(const synth::Options& opt, uint64_t seed) {
   static std::map<std::string, std::string> made;
   std::string key = opt.arch + "-" + opt.preset + "-" + std::to_string(seed) + "-" +
                     std::to_string(opt.layers.value_or(0)) + "-" + std::to_string(opt.experts.value_or(0)) + "-" +
-                    (opt.type ? std::string(type_name(*opt.type)) : "mixed") + "-" + spec_fingerprint(synth::make_spec(opt));
+                    (opt.type ? std::string(type_name(*opt.type)) : "mixed") + "-" +
+                    spec_fingerprint(synth::make_spec(opt));
   std::lock_guard<std::mutex> lock(mu);
   auto it = made.find(key);
   if (it != made.end()) return it->second;

@@ -23,7 +23,8 @@ std::vector<int32_t> ids_of(const std::vector<Candidate>& c) {
 // Candidates 0..n-1 whose logits are the logs of the given probabilities.
 std::vector<Candidate> from_probs(const std::vector<double>& probs) {
   std::vector<Candidate> c;
-  for (size_t i = 0; i < probs.size(); ++i) c.push_back({static_cast<int32_t>(i), static_cast<float>(std::log(probs[i]))});
+  for (size_t i = 0; i < probs.size(); ++i)
+    c.push_back({static_cast<int32_t>(i), static_cast<float>(std::log(probs[i]))});
   return c;
 }
 
@@ -458,7 +459,8 @@ TEST(Sampler, PenalisedRowDrawsEqualSample) {
     // A history over the 12 best tokens, so that the penalties move the top-k.
     std::vector<int32_t> best(row.size());
     std::iota(best.begin(), best.end(), 0);
-    std::partial_sort(best.begin(), best.begin() + 12, best.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    std::partial_sort(best.begin(), best.begin() + 12, best.end(),
+                      [&](int32_t a, int32_t b) { return row[a] > row[b]; });
     std::vector<int32_t> history;
     for (int i = 0; i < k.history; ++i) history.push_back(best[gen() % 12]);
     const bool then_id = trial % 4 >= 2;

@@ -135,7 +135,8 @@ TEST_F(HarmonyChannels, ReplyEndsAreEndOfGeneration) {
 TEST_F(HarmonyChannels, ResponseFormatMakesTheReplyAnAnalysisThenTheJson) {
   ChatRequest r;
   r.format = ResponseFormat::JsonSchema;
-  r.schema = nlohmann::json::parse(R"({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})");
+  r.schema = nlohmann::json::parse(
+      R"({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})");
   Chain c = job(r);
   ASSERT_EQ(c.processors.size(), 1u);
   EXPECT_EQ(dynamic_cast<InFinalMessage*>(c.processors[0].get()), nullptr);

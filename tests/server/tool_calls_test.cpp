@@ -10,7 +10,8 @@ namespace {
 using nlohmann::json;
 
 const std::map<std::string, json> kSchemas = {
-    {"get_weather", json::parse(R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}})")}};
+    {"get_weather",
+     json::parse(R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}})")}};
 
 ToolCallText feed(ToolCallExtractor& x, const std::vector<std::string>& pieces) {
   ToolCallText all;
@@ -27,8 +28,8 @@ ToolCallText feed(ToolCallExtractor& x, const std::vector<std::string>& pieces) 
 
 TEST(ToolCalls, JsonFormatSplitOverPieces) {
   ToolCallExtractor x(kSchemas);
-  const auto t = feed(x, {"Sure.\n<tool", "_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Paris\"}}\n</tool_",
-                          "call>"});
+  const auto t = feed(x, {"Sure.\n<tool", "_call>\n{\"name\": \"get_weather\", ",
+                          "\"arguments\": {\"city\": \"Paris\"}}\n</tool_", "call>"});
   EXPECT_EQ(t.content, "Sure.\n");
   ASSERT_EQ(t.calls.size(), 1u);
   EXPECT_EQ(t.calls[0].name, "get_weather");

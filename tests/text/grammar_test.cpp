@@ -46,9 +46,9 @@ TEST(Grammar, JsonObjectRejectsEverythingElse) {
   const auto g = json_object_grammar();
   for (const char* bad : {"", "[]", R"("x")", "1", R"({"a": 01})", R"({"a": })", "{'a': 1}", R"({"a": 1,})",
                           R"({"a" 1})", "{}x", R"({"a": "\ud800"})", R"({"a": "\udc00"})", R"({"a": "\x"})",
-                          "{\"a\": \"\x01\"}", "{\"a\": \"\xc0\x80\"}", "{\"a\": \"\xed\xa0\x80\"}", "{\"a\": \"\xff\"}",
-                          R"({"a": 1.})", R"({"a": .5})", R"({"a": 1e})", R"({"a": 1e100})", R"({"a": tru})",
-                          R"({"a": "x)", R"({1: 2})"})
+                          "{\"a\": \"\x01\"}", "{\"a\": \"\xc0\x80\"}", "{\"a\": \"\xed\xa0\x80\"}",
+                          "{\"a\": \"\xff\"}", R"({"a": 1.})", R"({"a": .5})", R"({"a": 1e})", R"({"a": 1e100})",
+                          R"({"a": tru})", R"({"a": "x)", R"({1: 2})"})
     EXPECT_FALSE(accepts(g, bad)) << bad;
   // Whitespace is bounded: 16 bytes in a row, not 17.
   EXPECT_TRUE(accepts(g, "{" + std::string(16, ' ') + "}"));
@@ -110,10 +110,12 @@ TEST(Grammar, EnumConstAnyOfAndTypeLists) {
 TEST(Grammar, Numbers) {
   const auto integer = schema(R"({"type": "integer"})");
   for (const char* ok : {"0", "-0", "7", "-123", "123456789012345678"}) EXPECT_TRUE(accepts(integer, ok)) << ok;
-  for (const char* bad : {"1.5", "1e5", "01", "-", "+1", "1234567890123456789"}) EXPECT_FALSE(accepts(integer, bad)) << bad;
+  for (const char* bad : {"1.5", "1e5", "01", "-", "+1", "1234567890123456789"})
+    EXPECT_FALSE(accepts(integer, bad)) << bad;
   const auto number = schema(R"({"type": "number"})");
   for (const char* ok : {"0.5", "-1.25e-3", "1E+99", "3e7", "0.000001"}) EXPECT_TRUE(accepts(number, ok)) << ok;
-  for (const char* bad : {"1.", ".5", "1e", "1e123", "00", "- 1", "NaN", "Infinity"}) EXPECT_FALSE(accepts(number, bad)) << bad;
+  for (const char* bad : {"1.", ".5", "1e", "1e123", "00", "- 1", "NaN", "Infinity"})
+    EXPECT_FALSE(accepts(number, bad)) << bad;
 }
 
 TEST(Grammar, RecursiveRefsToDefs) {
@@ -123,7 +125,8 @@ TEST(Grammar, RecursiveRefsToDefs) {
   EXPECT_TRUE(accepts(g, R"({"v": 1})"));
   EXPECT_TRUE(accepts(g, R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": [{"v": 4, "kids": []}]}]})"));
   EXPECT_FALSE(accepts(g, R"({"v": 1, "kids": [{"w": 2}]})"));
-  const auto legacy = schema(R"({"definitions": {"x": {"type": "boolean"}}, "type": "array", "items": {"$ref": "#/definitions/x"}})");
+  const auto legacy =
+      schema(R"({"definitions": {"x": {"type": "boolean"}}, "type": "array", "items": {"$ref": "#/definitions/x"}})");
   EXPECT_TRUE(accepts(legacy, "[true, false]"));
   EXPECT_FALSE(accepts(legacy, "[1]"));
 }
@@ -145,7 +148,8 @@ TEST(Grammar, ArraysWithPrefixItemsAndCounts) {
 }
 
 TEST(Grammar, AllOfMergesObjects) {
-  const auto g = schema(R"({"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+  const auto g = schema(
+      R"({"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
       "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}, "required": ["name"]}]})");
   EXPECT_TRUE(accepts(g, R"({"id": 1, "name": "n"})"));
   EXPECT_FALSE(accepts(g, R"({"id": 1})"));
@@ -195,7 +199,8 @@ TEST(Grammar, UnsupportedKeywordsAreNamed) {
   EXPECT_NE(schema_error(R"({"type": "date"})").find("unknown type 'date'"), std::string::npos);
   EXPECT_NE(schema_error(R"({"$ref": "#/$defs/missing"})").find("cannot resolve"), std::string::npos);
   EXPECT_NE(schema_error(R"({"$ref": "http://x/y.json"})").find("only local"), std::string::npos);
-  EXPECT_NE(schema_error(R"({"allOf": [{"type": "object"}, {"type": "string"}]})").find("object schemas only"), std::string::npos);
+  EXPECT_NE(schema_error(R"({"allOf": [{"type": "object"}, {"type": "string"}]})").find("object schemas only"),
+            std::string::npos);
   EXPECT_NE(schema_error(R"({"type": "array", "minItems": 3, "maxItems": 2})").find("minItems"), std::string::npos);
   EXPECT_NE(schema_error("false").find("matches nothing"), std::string::npos);
   EXPECT_NE(schema_error(R"({"anyOf": [{"type": "null"}], "type": "null"})").find("beside 'anyOf'"), std::string::npos);

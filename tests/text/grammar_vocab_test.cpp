@@ -89,16 +89,20 @@ bool valid(const json& v, const json& s, const json& root) {
   if (s.contains("$ref")) return valid(v, root.at(json::json_pointer(s["$ref"].get<std::string>().substr(1))), root);
   if (s.contains("const") && v != s["const"]) return false;
   if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) return false;
-  if (s.contains("anyOf") && std::none_of(s["anyOf"].begin(), s["anyOf"].end(), [&](const json& x) { return valid(v, x, root); }))
+  if (s.contains("anyOf") &&
+      std::none_of(s["anyOf"].begin(), s["anyOf"].end(), [&](const json& x) { return valid(v, x, root); }))
     return false;
-  if (s.contains("oneOf") && std::count_if(s["oneOf"].begin(), s["oneOf"].end(), [&](const json& x) { return valid(v, x, root); }) != 1)
+  if (s.contains("oneOf") &&
+      std::count_if(s["oneOf"].begin(), s["oneOf"].end(), [&](const json& x) { return valid(v, x, root); }) != 1)
     return false;
-  if (s.contains("allOf") && !std::all_of(s["allOf"].begin(), s["allOf"].end(), [&](const json& x) { return valid(v, x, root); }))
+  if (s.contains("allOf") &&
+      !std::all_of(s["allOf"].begin(), s["allOf"].end(), [&](const json& x) { return valid(v, x, root); }))
     return false;
   if (s.contains("type")) {
     const json& t = s["type"];
     const bool ok = t.is_string() ? has_type(v, t.get<std::string>())
-                                  : std::any_of(t.begin(), t.end(), [&](const json& x) { return has_type(v, x.get<std::string>()); });
+                                  : std::any_of(t.begin(), t.end(),
+                                                [&](const json& x) { return has_type(v, x.get<std::string>()); });
     if (!ok) return false;
   }
   if (v.is_object()) {
@@ -211,7 +215,8 @@ TEST_F(GrammarVocab, EogOnlyOnceCompleteAndAloneWhenNothingContinues) {
     EXPECT_GT(finite, 0u);
     processor->accept(ids[step]);
   }
-  EXPECT_THROW(make_grammar_processor(g, tok(), vocab_->eog)->accept(tok().find_token("{").value()), std::invalid_argument);
+  EXPECT_THROW(make_grammar_processor(g, tok(), vocab_->eog)->accept(tok().find_token("{").value()),
+               std::invalid_argument);
 }
 
 // Picks among the allowed tokens: eog half the time it is allowed; else half the
@@ -296,7 +301,8 @@ TEST_F(GrammarVocab, RandomWalksGiveValidJson) {
       {"tree", R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
           "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}, "required": ["v"]}},
           "$ref": "#/$defs/node"})"},
-      {"tuple", R"({"type": "array", "prefixItems": [{"type": "string", "minLength": 2, "maxLength": 5}, {"type": "number"}],
+      {"tuple",
+       R"({"type": "array", "prefixItems": [{"type": "string", "minLength": 2, "maxLength": 5}, {"type": "number"}],
           "items": {"type": "boolean"}, "minItems": 2, "maxItems": 5})"},
       {"map", R"({"type": "object", "additionalProperties": {"type": "integer"}})"},
       {"tool_call", R"({"type": "object", "properties": {"name": {"const": "get_weather"},
@@ -318,7 +324,8 @@ TEST_F(GrammarVocab, RandomWalksGiveValidJson) {
       ASSERT_EQ(body.rfind(c.prefix, 0), 0u) << body;
       ASSERT_GE(body.size(), std::string(c.prefix).size() + std::string(c.suffix).size());
       ASSERT_EQ(body.compare(body.size() - std::string(c.suffix).size(), std::string::npos, c.suffix), 0) << body;
-      body = body.substr(std::string(c.prefix).size(), body.size() - std::string(c.prefix).size() - std::string(c.suffix).size());
+      body = body.substr(std::string(c.prefix).size(),
+                         body.size() - std::string(c.prefix).size() - std::string(c.suffix).size());
       json value;
       try {
         value = json::parse(body);
@@ -329,7 +336,8 @@ TEST_F(GrammarVocab, RandomWalksGiveValidJson) {
       EXPECT_TRUE(valid(value, schema, schema)) << c.name << " seed " << seed << ": " << body;
       if (seed == 0) std::printf("[ walk  ] %s: %s\n", c.name, value.dump().substr(0, 160).c_str());
     }
-    std::printf("[ bench ] %s: %d walks, %d tokens, process() %.1f us/token on average (masks cached per state; thread CPU time)\n",
+    std::printf("[ bench ] %s: %d walks, %d tokens, process() %.1f us/token on average "
+                "(masks cached per state; thread CPU time)\n",
                 c.name, kSeeds, steps, 1e6 * process_seconds / std::max(steps, 1));
   }
 }
@@ -345,8 +353,8 @@ TEST_F(GrammarVocab, MaskCostPerToken) {
   EXPECT_EQ(fingerprint, TokenTrie::fingerprint(tok()));
   start = Clock::now();
   const TokenTrie trie(tok());
-  std::printf("[ bench ] Qwen3 trie: %d tokens, %zu nodes, max depth %u, built in %.1f ms (thread CPU time)\n", tok().n_vocab(),
-              trie.nodes.size(), trie.max_depth, 1e3 * seconds_since(start));
+  std::printf("[ bench ] Qwen3 trie: %d tokens, %zu nodes, max depth %u, built in %.1f ms (thread CPU time)\n",
+              tok().n_vocab(), trie.nodes.size(), trie.max_depth, 1e3 * seconds_since(start));
   const std::vector<int32_t> ids = tok().encode(kDocument, false, false);
   const std::pair<const char*, std::shared_ptr<const Grammar>> grammars[] = {
       {"json_object", json_object_grammar()},
@@ -393,8 +401,8 @@ TEST_F(GrammarVocab, MaskCostPerToken) {
       processor->accept(id);
     }
     const double n = static_cast<double>(states.size());
-    std::printf("[ bench ] %s, %zu tokens: first walk %.2f ms/token (max %.2f), walk with transitions built %.2f ms/token "
-                "(max %.2f), cached process() %.1f us/token; %zu parser states (thread CPU time)\n",
+    std::printf("[ bench ] %s, %zu tokens: first walk %.2f ms/token (max %.2f), walk with transitions built "
+                "%.2f ms/token (max %.2f), cached process() %.1f us/token; %zu parser states (thread CPU time)\n",
                 name, ids.size(), 1e3 * cold / n, 1e3 * cold_max, 1e3 * warm / n, 1e3 * warm_max,
                 1e6 * cached / static_cast<double>(ids.size()), m.state_count());
   }

@@ -96,8 +96,8 @@ TEST(HarmonySplitter, MissingFinalChannelLeavesContentEmpty) {
 
 TEST(HarmonySplitter, MultiByteCharactersAreNeverCut) {
   const std::string reply =
-      "<|channel|>analysis<|message|>Zürich → 你好 🎉<|end|><|start|>assistant<|channel|>final<|message|>¡Grüß "
-      "dich! 🇨🇭<|return|>";
+      "<|channel|>analysis<|message|>Zürich → 你好 🎉<|end|><|start|>assistant<|channel|>final<|message|>"
+      "¡Grüß dich! 🇨🇭<|return|>";
   const HarmonyText t = split_every_way(reply);
   EXPECT_EQ(t.reasoning, "Zürich → 你好 🎉");
   EXPECT_EQ(t.content, "¡Grüß dich! 🇨🇭");
@@ -129,7 +129,8 @@ TEST(HarmonySplitter, ToolCallWithRecipientAfterTheChannel) {
 TEST(HarmonySplitter, ToolCallWithRecipientAfterTheRoleAndNoCallTag) {
   // The prompt ended with `<|start|>assistant`, so the reply may begin with the
   // recipient; <|call|> is an end-of-generation token, so the output just ends.
-  const HarmonyText t = split_every_way(" to=functions.search<|channel|>commentary json<|message|>{\"query\":\"zinc\"}");
+  const HarmonyText t =
+      split_every_way(" to=functions.search<|channel|>commentary json<|message|>{\"query\":\"zinc\"}");
   ASSERT_EQ(t.calls.size(), 1u);
   EXPECT_EQ(t.calls[0].name, "search");
   EXPECT_EQ(json::parse(t.calls[0].arguments), json::parse(R"({"query":"zinc"})"));

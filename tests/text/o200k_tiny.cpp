@@ -22,7 +22,8 @@ const text::Tokenizer& o200k_tiny() {
     const fs::path dir = fs::path(temp_dir()) / "o200k_tiny";
     fs::create_directories(dir);
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-      const std::string cmd = "xz -dc '" + (src / (std::string(f) + ".xz")).string() + "' > '" + (dir / f).string() + "'";
+      const std::string cmd =
+          "xz -dc '" + (src / (std::string(f) + ".xz")).string() + "' > '" + (dir / f).string() + "'";
       if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
     }
     text::write_hf_vocab_gguf(dir.string(), (dir / "vocab.gguf").string());

@@ -39,7 +39,9 @@ TEST(TokenizerCli, VocabTokenizeDetokenize) {
   fs::path dir = fs::path(test::temp_dir()) / "cli_qwen3";
   fs::create_directories(dir);
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
-    ASSERT_EQ(std::system(("xz -dc " + quoted((src / file).string() + ".xz") + " > " + quoted((dir / file).string())).c_str()), 0);
+    ASSERT_EQ(std::system(("xz -dc " + quoted((src / file).string() + ".xz") + " > " +
+                           quoted((dir / file).string())).c_str()),
+              0);
   const std::string zinc = quoted(test::zinc_binary());
   const std::string gguf = quoted((dir / "vocab.gguf").string());
   run(zinc + " vocab --from-hf " + quoted(dir.string()) + " -o " + gguf);

@@ -1,13 +1,13 @@
 // Causal GQA attention over F16 KV caches for a few queries (decode: one sequence's,
-// or one query for each of several sequences), flash-decoding style: the cache is cut into chunks, and one block per (chunk, KV head, token) runs
-// an online softmax for all the query heads of the KV head's group (up to
-// kMaxGroup of them) and writes a partial (max, sum, weighted V) per head; a second
-// kernel merges the partials and applies the output gate. Each K/V row is read once
-// per group rather than once per query head: the decode step at depth is a stream
-// over the cache. The grid depends on the cache size only, never on the positions
-// (which live on the device), so a captured decode step replays at any position:
-// each block finds its chunk from its query's position (chunk_of), and blocks past
-// the position exit at once.
+// or one query for each of several sequences), flash-decoding style: the cache is cut
+// into chunks, and one block per (chunk, KV head, token) runs an online softmax for
+// all the query heads of the KV head's group (up to kMaxGroup of them) and writes a
+// partial (max, sum, weighted V) per head; a second kernel merges the partials and
+// applies the output gate. Each K/V row is read once per group rather than once per
+// query head: the decode step at depth is a stream over the cache. The grid depends
+// on the cache size only, never on the positions (which live on the device), so a
+// captured decode step replays at any position: each block finds its chunk from its
+// query's position (chunk_of), and blocks past the position exit at once.
 //
 // The products run on tensor cores (mma m16n8k16, f16 in, f32 accumulate). The
 // group's heads are the rows of a 16-row tile twice over: rows 0-7 hold each head's
@@ -434,7 +434,8 @@ void attention(const AttentionShape& s, const float* q, const uint16_t* const* k
   if (n_seqs < 1 || n_seqs > kAttentionMaxSeqs || (n_seqs > 1 && n_seqs != s.n_tokens))
     throw std::invalid_argument("cuda attention: one sequence, or one token for each of at most 16");
   AttentionSeqsParams p{};
-  p.q = q, p.pos = pos, p.gate = gate, p.sinks = sinks, p.partials = partials, p.y = y, p.scale = scale, p.window = window;
+  p.q = q, p.pos = pos, p.gate = gate, p.sinks = sinks, p.partials = partials, p.y = y, p.scale = scale,
+      p.window = window;
   p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
   p.n = static_cast<int>(s.n_tokens), p.n_ctx = static_cast<int>(s.n_ctx), p.splits = splits_for(s);
   p.head_blocks = head_blocks_for(s);

@@ -122,7 +122,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __
 
 template <int P, class Params>
 void launch_prepare(const Params& p, cudaStream_t st) {
-  const unsigned blocks = static_cast<unsigned>((static_cast<int64_t>(p.n_tokens) * (p.Hq + p.Hkv) + kWarps - 1) / kWarps);
+  const unsigned blocks =
+      static_cast<unsigned>((static_cast<int64_t>(p.n_tokens) * (p.Hq + p.Hkv) + kWarps - 1) / kWarps);
   launch_pdl(attention_prepare_kernel<Params, P>, dim3(blocks), dim3(32 * kWarps), st, p);
 }
 template <class Params>

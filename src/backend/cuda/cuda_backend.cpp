@@ -226,7 +226,8 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
     check_f32(x, "matmul");
     check_f32(y, "matmul");
-    check(x.ne[0] == w.ne[0] && w.ne[0] % 8 == 0, "matmul", "x row length differs from the weight's (or not a multiple of 8)");
+    check(x.ne[0] == w.ne[0] && w.ne[0] % 8 == 0, "matmul",
+          "x row length differs from the weight's (or not a multiple of 8)");
     check(y.ne[0] == w.rows() && y.rows() == x.rows(), "matmul", "y shape mismatch");
     const bool batch = cuda::matmul_batched_takes({&w, 1}, x.rows());
     void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes({&w, 1}, x)) : nullptr;
@@ -345,7 +346,8 @@ class CudaBackend final : public Backend {
     // Prefill takes the chunked form (like the CPU backend), decode the recurrence.
     const bool chunked = sh.n_tokens >= cuda::kDeltaRuleChunkedMinTokens && cuda::delta_rule_chunked_supported(sh);
     float* scratch =
-        chunked ? static_cast<float*>(arena_.take(cuda::delta_rule_chunked_scratch_floats(sh) * sizeof(float))) : nullptr;
+        chunked ? static_cast<float*>(arena_.take(cuda::delta_rule_chunked_scratch_floats(sh) * sizeof(float)))
+                : nullptr;
     submit(Key(OpId::DeltaRule) << q << k << v << g << beta << state << y, [=](cudaStream_t s) {
       if (chunked)
         cuda::gated_delta_rule_chunked(sh, q.as<const float>(), k.as<const float>(), v.as<const float>(),
@@ -402,7 +404,8 @@ class CudaBackend final : public Backend {
   void argmax(const Tensor& logits, const Tensor& ids) override {
     check_f32(logits, "argmax");
     check(ids.type == DType::I32 && ids.n_elements() == logits.rows(), "argmax", "ids shape");
-    float* partials = static_cast<float*>(arena_.take(cuda::argmax_partials(logits.ne[0], logits.rows()) * sizeof(float)));
+    float* partials =
+        static_cast<float*>(arena_.take(cuda::argmax_partials(logits.ne[0], logits.rows()) * sizeof(float)));
     submit(Key(OpId::Argmax) << logits << ids, [=](cudaStream_t s) {
       cuda::argmax(logits.as<const float>(), logits.ne[0], logits.rows(), ids.as<int32_t>(), partials, s);
     });

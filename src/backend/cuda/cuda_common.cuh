@@ -175,8 +175,8 @@ __device__ __forceinline__ float rope_inv_freq(double theta, double freq_scale, 
   return static_cast<float>(f);
 }
 // Rope's sine and cosine for pair j at `position` (the angle in f32).
-__device__ __forceinline__ void rope_sincos(double theta, double freq_scale, const float* freq_factors, int j, int n_rot,
-                                            int position, float& sn, float& cs) {
+__device__ __forceinline__ void rope_sincos(double theta, double freq_scale, const float* freq_factors, int j,
+                                            int n_rot, int position, float& sn, float& cs) {
   sincosf(static_cast<float>(position) * rope_inv_freq(theta, freq_scale, freq_factors, j, n_rot), &sn, &cs);
 }
 

@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(kThreads, 2) delta_chunk_prep_kernel(const __g
     const int i = e / (DK / 4), c4 = e % (DK / 4) * 4;
     const float f = __expf(sh.gcum[i]);
     const float4 v = *reinterpret_cast<const float4*>(&sh.q[i][c4]);
-    *reinterpret_cast<float4*>(out + Layout<DK, DV>::qd + i * DK + c4) = make_float4(v.x * f, v.y * f, v.z * f, v.w * f);
+    *reinterpret_cast<float4*>(out + Layout<DK, DV>::qd + i * DK + c4) =
+        make_float4(v.x * f, v.y * f, v.z * f, v.w * f);
   }
 
   // K Kᵀ (warps 0-3) and Q Kᵀ (warps 4-7), 16 rows per warp, lower triangle only.
@@ -305,7 +306,8 @@ __global__ void __launch_bounds__(kThreads, 2) delta_chunk_prep_kernel(const __g
     const int i = e / (DK / 4), c4 = e % (DK / 4) * 4;
     const float f = __expf(sh.gcum[kChunk - 1] - sh.gcum[i]);
     const float4 v = *reinterpret_cast<const float4*>(&sh.k[i][c4]);
-    *reinterpret_cast<float4*>(out + Layout<DK, DV>::kd + i * DK + c4) = make_float4(v.x * f, v.y * f, v.z * f, v.w * f);
+    *reinterpret_cast<float4*>(out + Layout<DK, DV>::kd + i * DK + c4) =
+        make_float4(v.x * f, v.y * f, v.z * f, v.w * f);
   }
 }
 

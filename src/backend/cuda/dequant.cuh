@@ -142,7 +142,8 @@ template <> struct Dequant<DType::BF16> {
     const uint4 q = *reinterpret_cast<const uint4*>(row + 2 * e0);
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    for (int i = 0; i < 4; ++i)
+      v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
 };
 // Formats whose 8 elements are codes times one scale also offer codes8: the codes as

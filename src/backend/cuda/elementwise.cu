@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
     if (p.bw) {  // b normed before the add
       float ssb = 0;
 #pragma unroll
-      for (int i = 0; i < kNormVec4; ++i) ssb += bv[i].x * bv[i].x + bv[i].y * bv[i].y + bv[i].z * bv[i].z + bv[i].w * bv[i].w;
+      for (int i = 0; i < kNormVec4; ++i)
+        ssb += bv[i].x * bv[i].x + bv[i].y * bv[i].y + bv[i].z * bv[i].z + bv[i].w * bv[i].w;
       const float invb = rsqrtf(block_sum_fixed(ssb, warp_ssb, T) / p.d + p.eps);
 #pragma unroll
       for (int i = 0; i < kNormVec4; ++i) bv[i] = scale4(bv[i], invb, bwv[i]);
@@ -298,7 +299,8 @@ void add_rms_norm(const float* a, const float* b, const float* b_w, const float*
   launch_row_norm({a, w, nullptr, b, b_w, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
 }
 
-void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp, cudaStream_t s) {
+void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp,
+          cudaStream_t s) {
   RopeKernelParams p{x,
                      pos,
                      rp.freq_factors,

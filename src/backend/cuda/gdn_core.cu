@@ -313,8 +313,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
 bool gdn_core_supported(const GdnCoreShape& sh) {
   const int64_t r = sh.n_k_heads > 0 ? sh.n_heads / sh.n_k_heads : 0;
   return hopper_or_later() && sh.n_tokens >= 1 && sh.n_tokens <= kGdnCoreMaxTokens && r >= 1 &&
-         r * sh.n_k_heads == sh.n_heads && sh.dk % (4 * kRowGroups) == 0 && sh.dk <= kMaxDk && sh.dv % kCols == 0 && sh.dv <= kMaxDv &&
-         r * (sh.dv / kCols) <= kMaxCluster && sh.conv_kernel == kConvKernel;
+         r * sh.n_k_heads == sh.n_heads && sh.dk % (4 * kRowGroups) == 0 && sh.dk <= kMaxDk && sh.dv % kCols == 0 &&
+         sh.dv <= kMaxDv && r * (sh.dv / kCols) <= kMaxCluster && sh.conv_kernel == kConvKernel;
 }
 
 void gdn_core(const GdnCoreShape& sh, const float* qkv, const float* conv_w, float* const* conv_states, const float* a,

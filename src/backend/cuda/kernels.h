@@ -124,9 +124,10 @@ struct GdnCoreShape {
   int64_t n_tokens, n_heads, n_k_heads, dk, dv, conv_kernel;
 };
 bool gdn_core_supported(const GdnCoreShape& shape);
-void gdn_core(const GdnCoreShape& shape, const float* qkv, const float* conv_w, float* const* conv_states, const float* a,
-              const float* b, const float* dt_bias, const float* a_neg, float l2_eps, float* const* states, int n_seqs,
-              const float* z, const float* norm_w, float norm_eps, float* y, cudaStream_t s);
+void gdn_core(const GdnCoreShape& shape, const float* qkv, const float* conv_w, float* const* conv_states,
+              const float* a, const float* b, const float* dt_bias, const float* a_neg, float l2_eps,
+              float* const* states, int n_seqs, const float* z, const float* norm_w, float norm_eps, float* y,
+              cudaStream_t s);
 // The chunked form for prefill (kDeltaRuleChunkedMinTokens tokens and up, dk and dv
 // of 64 or 128); `scratch` holds delta_rule_chunked_scratch_floats() floats.
 inline constexpr int64_t kDeltaRuleChunkedMinTokens = 16;

@@ -631,7 +631,8 @@ void launch_matvec_kernel(MatvecParams& p, cudaStream_t s) {
       while (p.team < chunks && p.team < kWarps) p.team *= 2;
       if (p.team < chunks) p.team = 1;
       // Each direct block takes about one staged block's place on its SM.
-      staged_blocks = std::min(ceil_div(p.staged_rows, kWarps / p.team), std::max(resident - p.direct_blocks, resident / 2));
+      staged_blocks =
+          std::min(ceil_div(p.staged_rows, kWarps / p.team), std::max(resident - p.direct_blocks, resident / 2));
       p.teams = staged_blocks * (kWarps / p.team);
     }
   }

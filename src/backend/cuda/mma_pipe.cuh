@@ -423,7 +423,10 @@ template <> struct Frag<DType::IQ4_XS> {
 template <> struct Frag<DType::MXFP4> {
   __device__ static uint32_t scale(const uint8_t* row, int s) {
     const int e = row[17 * s];
-    const uint32_t h = e > 128 ? 0x7C00u : e >= 99 ? static_cast<uint32_t>(e - 98) << 10 : e >= 89 ? 1u << (e - 89) : 0u;
+    const uint32_t h = e > 128 ? 0x7C00u
+                       : e >= 99 ? static_cast<uint32_t>(e - 98) << 10
+                       : e >= 89 ? 1u << (e - 89)
+                                 : 0u;
     return h | (h << 16);
   }
   // The codes in bits 0-3 and 16-19 of w (the rest ignored) as an f16 pair.

@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 0)
       else
         route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
     } else {
-      if (p.route.logits) route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
+      if (p.route.logits)
+        route_warp(p.route.logits + static_cast<int64_t>(t) * p.E, p.E, slot + 1, false, ids, nullptr);
       else if (threadIdx.x == 0) ids[slot] = p.route.ids[pair];
     }
 #if __CUDA_ARCH__ >= 900
@@ -128,14 +129,16 @@ __global__ void __launch_bounds__(kExpertThreads, kQ16Chunks<T> ? 4 : 0)
         uint64_t* bar = &bars[2 * lane + h];
         mbarrier_init(bar);
         mbarrier_expect(bar, static_cast<uint32_t>(p.row_bytes));
-        bulk_copy(sm + h * p.span_slot + lane * p.row_bytes, (h == 0 ? p.gate : p.up) + first_byte(e) + lane * p.row_bytes,
+        bulk_copy(sm + h * p.span_slot + lane * p.row_bytes,
+                  (h == 0 ? p.gate : p.up) + first_byte(e) + lane * p.row_bytes,
                   static_cast<uint32_t>(p.row_bytes), bar);
       }
     } else if (!row_wise && bulk && threadIdx.x == 0 && e >= 0 && e < p.E) {
       for (int h = 0; h < 2; ++h) {
         mbarrier_init(&bars[h]);
         mbarrier_expect(&bars[h], static_cast<uint32_t>(bytes));
-        bulk_copy(sm + h * p.span_slot, (h == 0 ? p.gate : p.up) + first_byte(e), static_cast<uint32_t>(bytes), &bars[h]);
+        bulk_copy(sm + h * p.span_slot, (h == 0 ? p.gate : p.up) + first_byte(e), static_cast<uint32_t>(bytes),
+                  &bars[h]);
       }
     }
 #endif

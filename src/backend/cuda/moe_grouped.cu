@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __
 #pragma unroll
   for (int i = 0; i < kTokens / mma::kRowsPerPass; ++i) {
     const int j = mma::load_row(i);
-    b.row[i] = j < t.count ? static_cast<const __nv_bfloat16*>(p.s.xb) + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d
+    b.row[i] = j < t.count ? static_cast<const __nv_bfloat16*>(p.s.xb) +
+                                 static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d
                            : nullptr;
   }
   float acc[2][kTokens / 16][4];
@@ -162,7 +163,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_gate_up_kernel(const __
       const int r = mma::acc_row(0, i), tok = mma::acc_token<kTokens>(j, i);
       if (tok < t.count && r < valid)
         static_cast<__nv_bfloat16*>(p.s.act)[static_cast<size_t>(t.pos0 + tok) * p.ff + r0 + r] =
-            __float2bfloat16(expert_glu(p.glu, static_cast<int64_t>(t.expert) * p.ff + r0 + r, acc[0][j][i], acc[1][j][i]));
+            __float2bfloat16(expert_glu(p.glu, static_cast<int64_t>(t.expert) * p.ff + r0 + r, acc[0][j][i],
+                                        acc[1][j][i]));
     }
 }
 
@@ -181,7 +183,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
 #pragma unroll
   for (int i = 0; i < kTokens / mma::kRowsPerPass; ++i) {
     const int j = mma::load_row(i);
-    b.row[i] = j < t.count ? static_cast<const __nv_bfloat16*>(p.s.act) + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
+    b.row[i] =
+        j < t.count ? static_cast<const __nv_bfloat16*>(p.s.act) + static_cast<size_t>(t.pos0 + j) * p.ff : nullptr;
   }
   float acc[2][kTokens / 16][4];
   mma::tile_product<T, kTokens, false>(sh, a, b, p.ff, acc);
@@ -193,7 +196,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
       for (int i = 0; i < 4; ++i) {
         const int r = r0 + mma::acc_row(s, i), tok = mma::acc_token<kTokens>(j, i);
         if (tok < t.count && r < p.d)
-          p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[s][j][i] + expert_bias(p.down_bias, static_cast<int64_t>(t.expert) * p.d + r);
+          p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] =
+              acc[s][j][i] + expert_bias(p.down_bias, static_cast<int64_t>(t.expert) * p.d + r);
       }
 }
 
@@ -201,7 +205,8 @@ __global__ void __launch_bounds__(mma::kThreads) grouped_down_kernel(const __gri
 // grid (ff / 64, tiles): warp w's 16 rows are gate rows r0 + 8w .. r0 + 8w + 7, then
 // the same up rows, so a gate value and its up value meet in one thread.
 template <DType T, int BN>
-__global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel(const __grid_constant__ GroupedParams p) {
+__global__ void __launch_bounds__(pipe::kThreads, 2)
+    grouped_gate_up_pipe_kernel(const __grid_constant__ GroupedParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   ExpertTile t;
   if (!find_tile(p, t)) return;
@@ -216,7 +221,8 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_gate_up_pipe_kernel
         return (r % 16 < 8 ? p.gate : p.up) + first + static_cast<size_t>(f) * p.gate_row_bytes;
       },
       [&](int j) -> const __half* {
-        return j < t.count ? static_cast<const __half*>(p.s.xb) + static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d
+        return j < t.count ? static_cast<const __half*>(p.s.xb) +
+                                 static_cast<size_t>(p.s.sorted[t.pos0 + j] / p.k) * p.d
                            : nullptr;
       },
       p.gate, p.d, acc);
@@ -260,7 +266,8 @@ __global__ void __launch_bounds__(pipe::kThreads, 2) grouped_down_pipe_kernel(co
     for (int i = 0; i < 4; ++i) {
       const int r = r0 + pipe::acc_row(i), tok = pipe::acc_token(nt, i);
       if (tok < t.count && r < p.d)
-        p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] = acc[nt][i] + expert_bias(p.down_bias, static_cast<int64_t>(t.expert) * p.d + r);
+        p.s.out[static_cast<size_t>(p.s.sorted[t.pos0 + tok]) * p.d + r] =
+            acc[nt][i] + expert_bias(p.down_bias, static_cast<int64_t>(t.expert) * p.d + r);
     }
 }
 

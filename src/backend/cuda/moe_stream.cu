@@ -71,7 +71,8 @@ __device__ __forceinline__ void stage_q16_rows(const float* x, int rows, int in,
     if (g < total && kPaired) {
       const float* run = x + 4 * (g - i % 8);  // g - i % 8: the run's first four
       const int e = 4 * (i % 8 / 2) + 2 * (i % 2);
-      const float2 a = __ldcg(reinterpret_cast<const float2*>(run + e)), b = __ldcg(reinterpret_cast<const float2*>(run + e + 16));
+      const float2 a = __ldcg(reinterpret_cast<const float2*>(run + e)),
+                   b = __ldcg(reinterpret_cast<const float2*>(run + e + 16));
       v = make_float4(a.x, b.x, a.y, b.y);
     } else if (g < total) {
       v = __ldcg(reinterpret_cast<const float4*>(x) + g);
@@ -108,7 +109,8 @@ __device__ __forceinline__ uint32_t mxfp4_values4(uint32_t s7, uint32_t s8) {
 // as 16-bit integers in the paired order (stage_q16_rows): four codes meet four
 // elements per DP4A, twice (hi and lo bytes).
 template <int K>
-__device__ __forceinline__ void mxfp4_run_dot(const uint8_t* const (&rows)[K], int q, const Q16Row& x, float (&acc)[K]) {
+__device__ __forceinline__ void mxfp4_run_dot(const uint8_t* const (&rows)[K], int q, const Q16Row& x,
+                                              float (&acc)[K]) {
   uint32_t xh[8], xl[8];
 #pragma unroll
   for (int k = 0; k < 2; ++k) {  // the run's two chunks of four words
@@ -142,7 +144,8 @@ __device__ __forceinline__ void mxfp4_run_dot(const uint8_t* const (&rows)[K], i
 
 // The lane's part of two rows (in shared memory) · one activation row.
 template <DType T>
-__device__ __forceinline__ void two_rows_dot(const uint8_t* const (&rows)[2], int in, const Q16Row& x, float (&acc)[2]) {
+__device__ __forceinline__ void two_rows_dot(const uint8_t* const (&rows)[2], int in, const Q16Row& x,
+                                             float (&acc)[2]) {
   const int lane = threadIdx.x % 32;
   if constexpr (T == DType::MXFP4) {
     for (int q = lane; q < in / 32; q += 32) mxfp4_run_dot<2>(rows, q, x, acc);

@@ -160,9 +160,10 @@ class Checker {
   bool verbose_ = true;
 };
 
-inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,    DType::BF16,  DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                              DType::Q5_0, DType::Q5_1,   DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K,
-                              DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::IQ4_XS};
+inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
+                                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4,
+                                         DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,   DType::Q6_K,
+                                         DType::IQ4_XS};
 // 1, 2 and 5: the matvec's kernels (matmul_few's for Q8_0 rows, at one token in groups
 // of cuda::kFewOneTokenMinRows rows); 8: the experts' decode.
 inline constexpr int64_t kTokenCounts[] = {1, 2, 3, 5, 8, 33, 70};

@@ -127,7 +127,8 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     const std::string sn = std::to_string(n);
     check_stats("prefill " + sn + " vs CPU prefill", compare_logits(lc, lg, V));
     check_stats("prefill " + sn + " vs token-by-token decode", compare_logits(lt, lg, V));
-    check_stats("4 decoded after prefill " + sn + " vs after token-by-token", compare_logits(after_steps, after_prefill, V));
+    check_stats("4 decoded after prefill " + sn + " vs after token-by-token",
+                compare_logits(after_steps, after_prefill, V));
   }
 
   // Then 2048 decoded tokens (teacher-forced with the same random tokens), checked
@@ -291,7 +292,8 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     const auto p = tokens(4 * block), next = tokens(8);
     SequenceState original = m_gpu->new_sequence(256), restored = m_gpu->new_sequence(256);
     for (int64_t at = 0; at < 4 * block; at += block) {
-      m_gpu->forward(original, std::span<const int32_t>(p).subspan(static_cast<size_t>(at), static_cast<size_t>(block)), 1);
+      m_gpu->forward(original,
+                     std::span<const int32_t>(p).subspan(static_cast<size_t>(at), static_cast<size_t>(block)), 1);
       cache.store(*gpu, std::span<const int32_t>(p).first(static_cast<size_t>(at + block)), original, true);
     }
     const int64_t resumed = cache.restore(*gpu, p, 4 * block, restored);

@@ -143,10 +143,10 @@ void check_fused_ops(Checker& c) {
         const Backend::SharedExpert on_cpu{mg.cpu, mu.cpu, shared_down.cpu, mode == 0 ? &mlogit.cpu : nullptr};
         const Backend::SharedExpert on_gpu{mg.gpu, mu.gpu, shared_down.gpu, mode == 0 ? &mlogit.gpu : nullptr};
         auto my = c.out({m.d, n});
-        c.cpu().moe_block(mx.cpu, ml.cpu, m.k, mode != 1, experts(gate.cpu, up.cpu, down.cpu), mode < 2 ? &on_cpu : nullptr,
-                          my.cpu);
-        c.gpu().moe_block(mx.gpu, ml.gpu, m.k, mode != 1, experts(gate.gpu, up.gpu, down.gpu), mode < 2 ? &on_gpu : nullptr,
-                          my.gpu);
+        c.cpu().moe_block(mx.cpu, ml.cpu, m.k, mode != 1, experts(gate.cpu, up.cpu, down.cpu),
+                          mode < 2 ? &on_cpu : nullptr, my.cpu);
+        c.gpu().moe_block(mx.gpu, ml.gpu, m.k, mode != 1, experts(gate.gpu, up.gpu, down.gpu),
+                          mode < 2 ? &on_gpu : nullptr, my.gpu);
         const char* modes[] = {" gated shared", " shared", ""};
         c.report("moe_block d=" + std::to_string(m.d) + " " + tname(m.gate_up) + "/" + tname(m.down) + "/" +
                      tname(m.shared) + modes[mode] + sn,
@@ -463,7 +463,8 @@ void check_attention_prefill(Checker& c) {
     auto pos = c.i32({n}, positions);
     auto q = c.f32({D, Hq, n}, c.randn(D * Hq * n));
     auto y = c.out({D, Hq, n});
-    c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu), c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
+    c.cpu().kv_store(kn.cpu, vn.cpu, kc.cpu, vc.cpu, pos.cpu),
+        c.gpu().kv_store(kn.gpu, vn.gpu, kc.gpu, vc.gpu, pos.gpu);
     const std::string name = "D=" + std::to_string(D) + " " + std::to_string(Hq) + "/" + std::to_string(Hkv) +
                              " past=" + std::to_string(past) + " n=" + std::to_string(n) +
                              " ctx=" + std::to_string(n_ctx) + (window ? " window=" + std::to_string(window) : "") +
@@ -717,8 +718,10 @@ void check_ops(Checker& c) {
   const ManyCase many_cases[] = {
       {"Gemma 3 270M's q, k, v", 640, {{DType::Q5_0, 1024}, {DType::Q5_0, 256}, {DType::Q8_0, 256}}},
       {"gpt-oss-20b's q, k, v, an F32 weight", 2880, {{DType::Q8_0, 4096}, {DType::Q8_0, 512}, {DType::F32, 32}}},
-      {"the GDN input projection", 2048, {{DType::Q8_0, 8192}, {DType::Q8_0, 4096}, {DType::F32, 32}, {DType::F32, 32}}},
-      {"a router and a shared expert", 2048, {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}}},
+      {"the GDN input projection", 2048,
+       {{DType::Q8_0, 8192}, {DType::Q8_0, 4096}, {DType::F32, 32}, {DType::F32, 32}}},
+      {"a router and a shared expert", 2048,
+       {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}}},
       {"the GDN output projection", 4096, {{DType::Q8_0, 2048}}}};
   for (const ManyCase& m : many_cases) {
     std::vector<Checker::Both> ws;
@@ -753,7 +756,8 @@ void check_ops(Checker& c) {
     c.cpu().l2_norm(x.cpu, 1e-6f, y.cpu), c.gpu().l2_norm(x.gpu, 1e-6f, y.gpu);
     c.report("l2_norm" + sn, c.rel_err(y), kTol);
     y = c.out({d, n});
-    c.cpu().rms_norm_gated(x.cpu, w.cpu, z.cpu, 1e-6f, y.cpu), c.gpu().rms_norm_gated(x.gpu, w.gpu, z.gpu, 1e-6f, y.gpu);
+    c.cpu().rms_norm_gated(x.cpu, w.cpu, z.cpu, 1e-6f, y.cpu),
+        c.gpu().rms_norm_gated(x.gpu, w.gpu, z.gpu, 1e-6f, y.gpu);
     c.report("rms_norm_gated" + sn, c.rel_err(y), kTol);
     y = c.out({d, n});
     c.cpu().add(x.cpu, z.cpu, y.cpu), c.gpu().add(x.gpu, z.gpu, y.gpu);
@@ -835,7 +839,8 @@ void check_ops(Checker& c) {
     const int64_t E = 16, kk = 4, dm = 256, ffe = 256;
     auto logits = c.f32({E, n}, c.randn(E * n, 2.0f));
     auto ids = c.out({kk, n}, DType::I32), wts = c.out({kk, n});
-    c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu), c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
+    c.cpu().moe_route(logits.cpu, kk, true, ids.cpu, wts.cpu),
+        c.gpu().moe_route(logits.gpu, kk, true, ids.gpu, wts.gpu);
     c.report("moe_route ids" + sn, c.mismatches_i32(ids), 0);
     c.report("moe_route weights" + sn, c.rel_err(wts), kTol);
     auto wts_plain = c.out({kk, n});

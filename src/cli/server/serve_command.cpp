@@ -93,7 +93,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", a->server.port, "Port (0: any free port, printed at start)")->capture_default_str();
   cmd->add_option("--ctx", a->model.ctx, "Context length per sequence (at most the model's)")->capture_default_str();
   cmd->add_option("--parallel", a->engine.n_parallel, "Sequences generated at once (slots)")->capture_default_str();
-  cmd->add_option("--queue", a->engine.max_queue, "Requests that may wait for a slot; more get 503")->capture_default_str();
+  cmd->add_option("--queue", a->engine.max_queue, "Requests that may wait for a slot; more get 503")
+      ->capture_default_str();
   cmd->add_option("--step-tokens", a->engine.step_tokens, "Tokens per forward step (decode and prefill together)")
       ->capture_default_str();
   cmd->add_option("--prefix-block", a->engine.prefix_block, "Prefix-cache block in tokens")->capture_default_str();

@@ -47,7 +47,8 @@ std::string special_token(const gguf::GgufFile& file, const char* id_key) {
 }
 
 void run_template(const TemplateOptions& o) {
-  if (o.model.empty() == o.template_file.empty()) throw std::runtime_error("give -m FILE.gguf or --template-file, one of them");
+  if (o.model.empty() == o.template_file.empty())
+    throw std::runtime_error("give -m FILE.gguf or --template-file, one of them");
   std::string source, bos, eos;
   if (!o.model.empty()) {
     auto file = gguf::GgufFile::open(o.model);
@@ -77,7 +78,8 @@ void add_template_command(CLI::App& app) {
   t->add_option("--messages", opts->messages, "JSON file: [{\"role\": ..., \"content\": ...}, ...]")->required();
   t->add_option("--tools", opts->tools, "JSON file: the tool (function) schemas");
   t->add_flag("--no-generation-prompt", opts->no_generation_prompt, "Do not open the assistant's turn at the end");
-  t->add_option("--kwargs", opts->kwargs, "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
+  t->add_option("--kwargs", opts->kwargs,
+                "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
   t->callback([opts] { run_template(*opts); });
 }
 

@@ -153,11 +153,22 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
 
 Value string_method(const std::string& s, const std::string& name) {
   auto bind = [&](auto fn) { return Value::function("str." + name, [s, fn](const CallArgs& a) { return fn(s, a); }); };
-  if (name == "strip") return bind([](const std::string& s, const CallArgs& a) { return Value(py_strip(s, arg(a, 0, "chars"), true, true)); });
-  if (name == "lstrip") return bind([](const std::string& s, const CallArgs& a) { return Value(py_strip(s, arg(a, 0, "chars"), true, false)); });
-  if (name == "rstrip") return bind([](const std::string& s, const CallArgs& a) { return Value(py_strip(s, arg(a, 0, "chars"), false, true)); });
+  if (name == "strip")
+    return bind([](const std::string& s, const CallArgs& a) {
+      return Value(py_strip(s, arg(a, 0, "chars"), true, true));
+    });
+  if (name == "lstrip")
+    return bind([](const std::string& s, const CallArgs& a) {
+      return Value(py_strip(s, arg(a, 0, "chars"), true, false));
+    });
+  if (name == "rstrip")
+    return bind([](const std::string& s, const CallArgs& a) {
+      return Value(py_strip(s, arg(a, 0, "chars"), false, true));
+    });
   if (name == "split") {
-    return bind([](const std::string& s, const CallArgs& a) { return Value(py_split(s, arg(a, 0, "sep"), int_arg(a, 1, "maxsplit", -1))); });
+    return bind([](const std::string& s, const CallArgs& a) {
+      return Value(py_split(s, arg(a, 0, "sep"), int_arg(a, 1, "maxsplit", -1)));
+    });
   }
   if (name == "startswith" || name == "endswith") {
     bool prefix = name == "startswith";
@@ -172,8 +183,14 @@ Value string_method(const std::string& s, const std::string& name) {
       return Value(py_replace(s, string_arg(a, 0, "old", ""), string_arg(a, 1, "new", ""), int_arg(a, 2, "count", -1)));
     });
   }
-  if (name == "upper") return bind([](const std::string& s, const CallArgs&) { return Value(ascii_map(s, [](int c) { return std::toupper(c); })); });
-  if (name == "lower") return bind([](const std::string& s, const CallArgs&) { return Value(ascii_map(s, [](int c) { return std::tolower(c); })); });
+  if (name == "upper")
+    return bind([](const std::string& s, const CallArgs&) {
+      return Value(ascii_map(s, [](int c) { return std::toupper(c); }));
+    });
+  if (name == "lower")
+    return bind([](const std::string& s, const CallArgs&) {
+      return Value(ascii_map(s, [](int c) { return std::tolower(c); }));
+    });
   if (name == "capitalize") return bind([](const std::string& s, const CallArgs&) { return Value(capitalize(s)); });
   if (name == "title") return bind([](const std::string& s, const CallArgs&) { return Value(title(s)); });
   if (name == "splitlines") {
@@ -203,7 +220,8 @@ Value string_method(const std::string& s, const std::string& name) {
                       : name == "isalpha" ? [](int c) { return std::isalpha(c); }
                                           : [](int c) { return std::isspace(c); };
     return bind([cls](const std::string& s, const CallArgs&) {
-      return Value(!s.empty() && std::all_of(s.begin(), s.end(), [cls](char c) { return cls(static_cast<unsigned char>(c)) != 0; }));
+      return Value(!s.empty() &&
+                   std::all_of(s.begin(), s.end(), [cls](char c) { return cls(static_cast<unsigned char>(c)) != 0; }));
     });
   }
   if (name == "find") {
@@ -231,7 +249,9 @@ Value string_method(const std::string& s, const std::string& name) {
 }
 
 Value dict_method(const Value& d, const std::string& name) {
-  auto bind = [&](auto fn) { return Value::function("dict." + name, [d, fn](const CallArgs& a) { return fn(d.as_dict(), a); }); };
+  auto bind = [&](auto fn) {
+    return Value::function("dict." + name, [d, fn](const CallArgs& a) { return fn(d.as_dict(), a); });
+  };
   if (name == "get") {
     return bind([](const Dict& dict, const CallArgs& a) {
       const Value* key = arg(a, 0, "key");
@@ -280,7 +300,8 @@ int compare_values(const Value& a, const Value& b) {
     double x = a.as_float(), y = b.as_float();
     return x < y ? -1 : x > y ? 1 : 0;
   }
-  if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
+  if (a.is_string() && b.is_string())
+    return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
   type_error("'<' not supported between instances of '" + a.type_name() + "' and '" + b.type_name() + "'");
 }
 
@@ -328,7 +349,8 @@ JsonDumpOptions tojson_options(const CallArgs& a) {
   if (const Value* v = arg(a, 1, "ensure_ascii")) o.ensure_ascii = v->truthy();
   if (const Value* v = arg(a, 0, "indent"); v && !v->is_none()) {
     o.has_indent = true;
-    o.indent = v->is_string() ? v->as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, v->as_int())), ' ');
+    o.indent = v->is_string() ? v->as_string()
+                              : std::string(static_cast<size_t>(std::max<int64_t>(0, v->as_int())), ' ');
     o.item_separator = ",";
   }
   if (const Value* v = arg(a, 2, "separators"); v && !v->is_none()) {
@@ -468,7 +490,8 @@ Value apply_filter(const std::string& name, const Value& value, const CallArgs& 
   if (name == "capitalize") return Value(capitalize(value.str()));
   if (name == "title") return Value(title(value.str()));
   if (name == "replace") {
-    return Value(py_replace(value.str(), string_arg(a, 0, "old", ""), string_arg(a, 1, "new", ""), int_arg(a, 2, "count", -1)));
+    return Value(py_replace(value.str(), string_arg(a, 0, "old", ""), string_arg(a, 1, "new", ""),
+                            int_arg(a, 2, "count", -1)));
   }
   if (name == "first") {
     List items = value.iterate();
@@ -560,8 +583,10 @@ Value apply_filter(const std::string& name, const Value& value, const CallArgs& 
     if (name == "sum") {
       Value total(int64_t{0});
       for (const Value& v : items) {
-        if (!v.is_number()) type_error("unsupported operand type(s) for +: '" + total.type_name() + "' and '" + v.type_name() + "'");
-        total = total.is_float() || v.is_float() ? Value(total.as_float() + v.as_float()) : Value(total.as_int() + v.as_int());
+        if (!v.is_number())
+          type_error("unsupported operand type(s) for +: '" + total.type_name() + "' and '" + v.type_name() + "'");
+        total = total.is_float() || v.is_float() ? Value(total.as_float() + v.as_float())
+                                                 : Value(total.as_int() + v.as_int());
       }
       return total;
     }

@@ -139,7 +139,8 @@ class Renderer {
       const Value* msg = a.get(0, "message");
       fail(msg ? msg->str() : "raise_exception() called");
     });
-    g->vars["strftime_now"] = Value::function("strftime_now", [this](const CallArgs& a) { return Value(strftime_now(a)); });
+    g->vars["strftime_now"] =
+        Value::function("strftime_now", [this](const CallArgs& a) { return Value(strftime_now(a)); });
     g->vars["namespace"] = Value::function("namespace", [](const CallArgs& a) {
       auto ns = std::make_shared<Namespace>();
       for (const Value& v : a.positional) {
@@ -237,7 +238,8 @@ class Renderer {
     }
     List items = v.iterate();
     if (items.size() != targets.size()) {
-      fail("cannot unpack " + std::to_string(items.size()) + " values into " + std::to_string(targets.size()) + " names");
+      fail("cannot unpack " + std::to_string(items.size()) + " values into " + std::to_string(targets.size()) +
+           " names");
     }
     for (size_t i = 0; i < targets.size(); ++i) scope.vars[targets[i]] = items[i];
   }
@@ -300,7 +302,8 @@ class Renderer {
     std::weak_ptr<Scope> weak_scope = defined_in;
     return Value::function(s.name, [this, &s, weak_scope](const CallArgs& a) {
       ScopePtr scope = child_of(weak_scope.lock());
-      if (a.positional.size() > s.params.size()) fail("macro '" + s.name + "' takes " + std::to_string(s.params.size()) + " arguments");
+      if (a.positional.size() > s.params.size())
+        fail("macro '" + s.name + "' takes " + std::to_string(s.params.size()) + " arguments");
       for (const auto& [k, v] : a.keyword) {
         bool known = k == "caller";
         for (const MacroParam& p : s.params) known = known || p.name == k;

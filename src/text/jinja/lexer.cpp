@@ -219,7 +219,8 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             uint32_t v = e - '0';
-            for (int i = 0; i < 2 && p < src_.size() && src_[p] >= '0' && src_[p] <= '7'; ++i) v = v * 8 + (src_[p++] - '0');
+            for (int i = 0; i < 2 && p < src_.size() && src_[p] >= '0' && src_[p] <= '7'; ++i)
+              v = v * 8 + (src_[p++] - '0');
             append_utf8(v, out);
           } else {  // unknown escapes stay as written
             out += '\\';

@@ -314,7 +314,8 @@ class Parser {
       const Token& t = peek();
       std::string op;
       if (t.kind == TokenKind::Operator &&
-          (t.value == "==" || t.value == "!=" || t.value == "<" || t.value == "<=" || t.value == ">" || t.value == ">=")) {
+          (t.value == "==" || t.value == "!=" || t.value == "<" || t.value == "<=" || t.value == ">" ||
+           t.value == ">=")) {
         op = next().value;
       } else if (skip_name("in")) {
         op = "in";

@@ -45,7 +45,8 @@ TEST_P(GdnCore, EqualsTheComposition) {
   const int64_t n = GetParam(), H = 4, Hk = 2, dk = 16, dv = 8, K = 4, C = 2 * Hk * dk + H * dv;
   Tensors ts(7 + static_cast<uint32_t>(n));
   Backend* be = ts.be.get();
-  const Tensor conv_w = ts.tensor({K, C}, 0.5f, 0), dt_bias = ts.tensor({H}, 0.5f, -2), a_neg = ts.tensor({H}, 0.3f, -1);
+  const Tensor conv_w = ts.tensor({K, C}, 0.5f, 0), dt_bias = ts.tensor({H}, 0.5f, -2),
+               a_neg = ts.tensor({H}, 0.3f, -1);
   const Tensor norm_w = ts.tensor({dv}, 0.1f, 1);
   const Tensor conv_fused = ts.tensor({C, K - 1}, 1, 0), state_fused = ts.tensor({dv, dk, H}, 0.1f, 0);
   const Tensor conv_ref = ts.copy_of(conv_fused), state_ref = ts.copy_of(state_fused);
@@ -83,7 +84,8 @@ TEST(GdnCoreSequences, OneTokenEachEqualsACallPerSequence) {
   constexpr int64_t n = 5, H = 4, Hk = 2, dk = 16, dv = 8, K = 4, C = 2 * Hk * dk + H * dv;
   Tensors ts(3);
   Backend* be = ts.be.get();
-  const Tensor conv_w = ts.tensor({K, C}, 0.5f, 0), dt_bias = ts.tensor({H}, 0.5f, -2), a_neg = ts.tensor({H}, 0.3f, -1);
+  const Tensor conv_w = ts.tensor({K, C}, 0.5f, 0), dt_bias = ts.tensor({H}, 0.5f, -2),
+               a_neg = ts.tensor({H}, 0.3f, -1);
   const Tensor norm_w = ts.tensor({dv}, 0.1f, 1);
   std::vector<Tensor> conv, state, conv_ref, state_ref;
   for (int64_t i = 0; i < n; ++i) {

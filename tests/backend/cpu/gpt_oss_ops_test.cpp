@@ -34,7 +34,8 @@ TEST(GptOssOps, SinksScaleEachHeadByTheShareItsKeysKeep) {
   for (auto& e : q) e = nd(rng);
   const std::vector<int32_t> positions = {0, 17, 39};
   const std::vector<float> sinks = {-30.0f, 0.5f, 3.0f, 12.0f};  // from none to most of the weight
-  Tensor kc = upload(*be, DType::F16, {D, Hkv, n_ctx}, k.data()), vc = upload(*be, DType::F16, {D, Hkv, n_ctx}, v.data());
+  Tensor kc = upload(*be, DType::F16, {D, Hkv, n_ctx}, k.data()),
+         vc = upload(*be, DType::F16, {D, Hkv, n_ctx}, v.data());
   Tensor qt = upload(*be, DType::F32, {D, Hq, n}, q.data()), pos = upload(*be, DType::I32, {n}, positions.data());
   Tensor sk = upload(*be, DType::F32, {Hq}, sinks.data());
   for (int window : {0, 8}) {
@@ -121,7 +122,8 @@ TEST(GptOssOps, ExpertWithBiasesAndClampedSwiglu) {
         want[c] += weights[t * k + j] * o;
       }
     }
-    for (int64_t c = 0; c < d; ++c) EXPECT_NEAR(got[t * d + c], want[c], 1e-4 * (1 + std::fabs(want[c]))) << t << " " << c;
+    for (int64_t c = 0; c < d; ++c)
+      EXPECT_NEAR(got[t * d + c], want[c], 1e-4 * (1 + std::fabs(want[c]))) << t << " " << c;
   }
   EXPECT_GT(clamped, 10);  // the clamp was exercised
 }

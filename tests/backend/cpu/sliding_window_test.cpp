@@ -45,7 +45,8 @@ TEST(SlidingWindow, AttentionSeesOnlyTheLastWindowPositions) {
     for (int64_t t = 0; t < n; ++t) {
       // The window's rows copied to the front of a fresh cache, attended without a window.
       const int64_t first = std::max<int64_t>(0, positions[t] + 1 - window), rows = positions[t] + 1 - first;
-      Tensor kw = be->alloc_persistent(DType::F16, {D, Hkv, rows}), vw = be->alloc_persistent(DType::F16, {D, Hkv, rows});
+      Tensor kw = be->alloc_persistent(DType::F16, {D, Hkv, rows}),
+             vw = be->alloc_persistent(DType::F16, {D, Hkv, rows});
       be->write(kw, kv.data() + first * row, kw.nbytes());
       be->write(vw, kv.data() + row * n_ctx + first * row, vw.nbytes());
       Tensor qt = be->alloc_persistent(DType::F32, {D, Hq, 1}), pt = be->alloc_persistent(DType::I32, {1});
