@@ -288,12 +288,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<Params>) gdn_core_kernel(
 #if __CUDA_ARCH__ >= 900
   mbarrier_wait(&parts_come, 0);
 #endif
-  float ss = 0;
   if (to < n()) {
     const int head_rank0 = rank - slice;  // the value head's first slice
+    float ss = 0;
     for (int sl = 0; sl < slices; ++sl) ss += norm_parts[to][head_rank0 + sl];
-  }
-  if (to < n()) {
     const float inv = rsqrtf(ss / p.dv + p.norm_eps);
     p.y[(static_cast<int64_t>(t0 + to) * p.H + h) * p.dv + j] = yv * inv * wn * (zv / (1.0f + expf(-zv)));
   }
