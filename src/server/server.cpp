@@ -52,8 +52,8 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(e.body()), "application/json");
 }
 
-Json parse_body(const httplib::Request& req) {
-  auto body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+Json parse_body(const std::string& text) {
+  auto body = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON (or not UTF-8)");
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return body;
@@ -81,8 +81,8 @@ struct HttpServer::Impl {
 
   void routes();
   bool authorized(const httplib::Request& req) const;
-  void chat(const httplib::Request& req, httplib::Response& res);
-  void completions(const httplib::Request& req, httplib::Response& res);
+  void chat(const Json& body, const httplib::Request& req, httplib::Response& res);
+  void completions(const Json& body, const httplib::Request& req, httplib::Response& res);
   void run(GenerationJob job, const httplib::Request& req, httplib::Response& res);
   void collect(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, const GenerationJob& job,
                httplib::Response& res);
@@ -166,18 +166,47 @@ void HttpServer::Impl::routes() {
                     {"context_length", model.engine.options().n_ctx}};
     res.set_content(dump({{"object", "list"}, {"data", Json::array({m})}}), "application/json");
   }));
-  http.Post("/v1/chat/completions", guarded([this](const httplib::Request& q, httplib::Response& r) { chat(q, r); }));
-  http.Post("/v1/completions", guarded([this](const httplib::Request& q, httplib::Response& r) { completions(q, r); }));
+  // POST bodies come through a content reader. httplib's plain handlers answer 413 to any
+  // body over 8 KiB sent as application/x-www-form-urlencoded, which is what `curl -d`
+  // sends, whatever the payload limit; and they do not hold a chunked body to that limit.
+  const auto post = [this, guarded](const char* path, auto handler) {
+    http.Post(path, [this, guarded, handler](const httplib::Request& req, httplib::Response& res,
+                                             const httplib::ContentReader& read) {
+      if (req.is_multipart_form_data())
+        return send_error(res, ApiError(415, "the request body must be JSON, not multipart form data"));
+      // A request with neither Content-Length nor chunked encoding has no body (RFC 9112
+      // 6.3); httplib would wait for the connection to close.
+      const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+      std::string text;
+      bool over = false;
+      const bool whole = !has_body || read([&](const char* data, size_t n) {
+        over = text.size() + n > options.max_body_bytes;
+        if (!over) text.append(data, n);
+        return !over;
+      });
+      if (!whole) {  // the error handler writes the body
+        res.status = over || res.status == 413 ? 413 : 400;
+        return;
+      }
+      guarded([&](const httplib::Request& q, httplib::Response& r) { handler(parse_body(text), q, r); })(req, res);
+    });
+  };
+  post("/v1/chat/completions", [this](const Json& body, const httplib::Request& q, httplib::Response& r) {
+    chat(body, q, r);
+  });
+  post("/v1/completions", [this](const Json& body, const httplib::Request& q, httplib::Response& r) {
+    completions(body, q, r);
+  });
 }
 
-void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest r = parse_chat_request(parse_body(req), options.defaults);
+void HttpServer::Impl::chat(const Json& body, const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest r = parse_chat_request(body, options.defaults);
   if (!renderer) throw ApiError(400, "the model has no chat template; use /v1/completions");
   run(make_chat_job(r, renderer->render(r), job_context()), req, res);
 }
 
-void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res) {
-  run(make_completion_job(parse_completion_request(parse_body(req), options.defaults), job_context()), req, res);
+void HttpServer::Impl::completions(const Json& body, const httplib::Request& req, httplib::Response& res) {
+  run(make_completion_job(parse_completion_request(body, options.defaults), job_context()), req, res);
 }
 
 void HttpServer::Impl::run(GenerationJob job, const httplib::Request& req, httplib::Response& res) {

@@ -3,6 +3,7 @@ clients and missing keys: the right 4xx/5xx in OpenAI's error shape, and the ser
 keeps serving everyone else."""
 import http.client
 import json
+import re
 import socket
 import threading
 import time
@@ -76,6 +77,65 @@ def test_huge_body_is_413(qwen):
     reply = s.recv(4096).decode(errors="replace")
     s.close()
     assert reply.startswith("HTTP/1.1 413"), reply
+
+
+def test_json_sent_as_a_form_is_read_whole(qwen):
+    """`curl -d` labels a JSON body application/x-www-form-urlencoded: over 8 KiB it is still
+    read as JSON (httplib's plain handlers refuse such forms with 413)."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    padded = json.dumps(BODY).encode() + b" " * 20000
+    status, _, data = qwen.request("POST", "/v1/chat/completions", padded, form)
+    assert status == 200, data
+    long = json.dumps({"messages": [{"role": "user", "content": "word " * 2000}]}).encode()
+    status, _, data = error_of(qwen, long, headers=form)
+    assert status == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded", data
+
+
+def raw_request(server, head, body=b""):
+    """Sends a request as written and returns the reply: its head and its body."""
+    s = socket.create_connection((server.host, server.port), timeout=10)
+    s.sendall(head.encode() + body)
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += s.recv(4096)
+    length = re.search(rb"Content-Length: (\d+)", reply)
+    while length and len(reply.split(b"\r\n\r\n", 1)[1]) < int(length[1]):
+        reply += s.recv(4096)
+    s.close()
+    return reply.decode(errors="replace")
+
+
+def test_chunked_bodies_are_held_to_the_limit(qwen):
+    auth = f"Host: x\r\nAuthorization: Bearer {qwen.key}\r\nTransfer-Encoding: chunked\r\n"
+    body = json.dumps(BODY).encode()
+    ok = raw_request(qwen, f"POST /v1/chat/completions HTTP/1.1\r\n{auth}\r\n",
+                     b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    assert ok.startswith("HTTP/1.1 200"), ok
+    chunk = b" " * (1 << 20)  # 17 chunks of 1 MiB: over the default 16 MiB
+    big = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(17)) + b"0\r\n\r\n"
+    s = socket.create_connection((qwen.host, qwen.port), timeout=10)
+    s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\n{auth}\r\n".encode())
+    try:
+        s.sendall(big)
+    except OSError:
+        pass  # the server may answer and close before the body is sent
+    reply = s.recv(4096).decode(errors="replace")
+    s.close()
+    assert reply.startswith("HTTP/1.1 413"), reply
+
+
+def test_post_without_a_body_is_answered_at_once(qwen):
+    t0 = time.time()
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n\r\n"
+    reply = raw_request(qwen, head)
+    assert reply.startswith("HTTP/1.1 400") and "not valid JSON" in reply, reply
+    assert time.time() - t0 < 1.5  # the read timeout is 2 s: no wait for a body that never comes
+
+
+def test_multipart_is_refused(qwen):
+    status, _, data = error_of(qwen, b"--b\r\n\r\nx\r\n--b--\r\n",
+                               headers={"Content-Type": "multipart/form-data; boundary=b"})
+    assert status == 415, data
 
 
 def test_slow_client_is_dropped_and_others_are_served(qwen):
