@@ -188,8 +188,7 @@ void parse_tools(const Json& body, ChatRequest& r) {
         bad("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       const Json* params = find(*fn, "parameters");
       if (params && !params->is_object()) bad("tools", "function.parameters must be a JSON schema object");
-      r.tool_parameters[(*fn)["name"].get<std::string>()] =
-          params ? nlohmann::json::parse(params->dump()) : nlohmann::json::object();
+      r.tool_parameters[(*fn)["name"].get<std::string>()] = params ? *params : Json::object();
     }
     if (!tools->empty()) r.tools = *tools;
   }
@@ -234,7 +233,7 @@ void parse_response_format(const Json& body, ChatRequest& r) {
   if (!schema || !(schema->is_object() || schema->is_boolean()))
     bad("response_format.json_schema", "json_schema needs a 'schema' object");
   r.format = ResponseFormat::JsonSchema;
-  r.schema = nlohmann::json::parse(schema->dump());
+  r.schema = *schema;
 }
 
 }  // namespace

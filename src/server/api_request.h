@@ -48,9 +48,9 @@ struct ChatRequest {
   Json tools;     // null when none
   ToolChoice tool_choice = ToolChoice::None;
   std::string tool_name;                         // ToolChoice::Named
-  std::map<std::string, nlohmann::json> tool_parameters;  // function name -> parameters schema
+  std::map<std::string, Json> tool_parameters;  // function name -> parameters schema, keys in their order
   ResponseFormat format = ResponseFormat::Text;
-  nlohmann::json schema;  // ResponseFormat::JsonSchema
+  Json schema;  // ResponseFormat::JsonSchema, keys in their order (properties come out in it)
   Json template_kwargs = Json::object();  // chat_template_kwargs, enable_thinking resolved
   bool thinking = false;                   // enable_thinking as rendered
   int64_t thinking_budget = -1;

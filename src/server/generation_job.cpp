@@ -29,13 +29,12 @@ std::string random_id() {
 }
 
 // The schema of a tool's arguments: its parameters, or any object when it gives none.
-nlohmann::ordered_json arguments_schema(const nlohmann::json& parameters) {
-  return parameters.empty() ? nlohmann::ordered_json{{"type", "object"}}
-                            : nlohmann::ordered_json::parse(parameters.dump());
+nlohmann::ordered_json arguments_schema(const nlohmann::ordered_json& parameters) {
+  return parameters.empty() ? nlohmann::ordered_json{{"type", "object"}} : parameters;
 }
 
 // The schema of one tool call in the JSON format the parser reads.
-nlohmann::ordered_json call_schema(const std::string& name, const nlohmann::json& parameters) {
+nlohmann::ordered_json call_schema(const std::string& name, const nlohmann::ordered_json& parameters) {
   return {{"type", "object"},
           {"properties", {{"name", {{"const", name}}}, {"arguments", arguments_schema(parameters)}}},
           {"required", {"name", "arguments"}}};
@@ -127,10 +126,10 @@ std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const 
   const std::string after_thought = prompt.in_reasoning ? "\n\n" : "";
   try {
     if (must_call(r) && prompt.harmony) return harmony_call_grammar(r);
-    if (harmony_whole_reply(r, prompt))
-      return harmony_final_grammar(r.format == ResponseFormat::JsonSchema
-                                       ? nlohmann::ordered_json::parse(r.schema.dump())
-                                       : nlohmann::ordered_json{{"type", "object"}});
+    if (harmony_whole_reply(r, prompt)) {
+      const nlohmann::ordered_json any_object = {{"type", "object"}};
+      return harmony_final_grammar(r.format == ResponseFormat::JsonSchema ? r.schema : any_object);
+    }
     if (must_call(r)) {
       nlohmann::ordered_json schema;
       if (r.tool_choice == ToolChoice::Named) {
@@ -142,7 +141,7 @@ std::shared_ptr<const text::Grammar> answer_grammar(const ChatRequest& r, const 
       return text::grammar_from_json_schema(schema, after_thought + "<tool_call>\n", "\n</tool_call>");
     }
     if (r.format == ResponseFormat::JsonSchema)
-      return text::grammar_from_json_schema(nlohmann::ordered_json::parse(r.schema.dump()), after_thought);
+      return text::grammar_from_json_schema(r.schema, after_thought);
     if (r.format == ResponseFormat::JsonObject)
       return prompt.in_reasoning ? text::grammar_from_json_schema({{"type", "object"}}, after_thought)
                                  : text::json_object_grammar();

@@ -49,7 +49,7 @@ struct ReplyOptions {
   bool in_reasoning = false, may_open = false;  // see ReasoningSplitter
   bool harmony = false;                         // gpt-oss channels: HarmonySplitter instead
   bool tools = false;
-  std::map<std::string, nlohmann::json> tool_parameters;
+  std::map<std::string, nlohmann::ordered_json> tool_parameters;
   bool logprobs = false;
 };
 

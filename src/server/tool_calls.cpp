@@ -24,13 +24,13 @@ std::string_view strip_one_newline(std::string_view s) {
 }
 
 std::optional<ToolCall> parse_json_call(std::string_view body) {
-  const auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
   ToolCall call{j["name"].get<std::string>(), "{}"};
   if (j.contains("arguments")) {
     const auto& a = j["arguments"];
     if (a.is_string()) {
-      const auto parsed = nlohmann::json::parse(a.get<std::string>(), nullptr, false);
+      const auto parsed = nlohmann::ordered_json::parse(a.get<std::string>(), nullptr, false);
       if (!parsed.is_object()) return std::nullopt;
       call.arguments = parsed.dump();
     } else if (a.is_object()) {
@@ -42,16 +42,17 @@ std::optional<ToolCall> parse_json_call(std::string_view body) {
   return call;
 }
 
-nlohmann::json parameter_value(std::string_view text, const nlohmann::json* schema) {
+nlohmann::ordered_json parameter_value(std::string_view text, const nlohmann::ordered_json* schema) {
   const bool is_string = schema && schema->is_object() && schema->contains("type") && (*schema)["type"] == "string";
   if (!is_string) {
-    auto parsed = nlohmann::json::parse(text, nullptr, false);
+    auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
     if (!parsed.is_discarded()) return parsed;
   }
   return std::string(text);
 }
 
-std::optional<ToolCall> parse_xml_call(std::string_view body, const std::map<std::string, nlohmann::json>& schemas) {
+std::optional<ToolCall> parse_xml_call(std::string_view body,
+                                       const std::map<std::string, nlohmann::ordered_json>& schemas) {
   constexpr std::string_view fn_open = "<function=", fn_close = "</function>";
   constexpr std::string_view p_open = "<parameter=", p_close = "</parameter>";
   if (body.substr(0, fn_open.size()) != fn_open) return std::nullopt;
@@ -60,7 +61,7 @@ std::optional<ToolCall> parse_xml_call(std::string_view body, const std::map<std
   if (name_end == std::string_view::npos || end == std::string_view::npos || end < name_end) return std::nullopt;
   ToolCall call{std::string(trim(body.substr(fn_open.size(), name_end - fn_open.size()))), ""};
   if (call.name.empty() || !trim(body.substr(end + fn_close.size())).empty()) return std::nullopt;
-  const nlohmann::json* properties = nullptr;
+  const nlohmann::ordered_json* properties = nullptr;
   if (auto it = schemas.find(call.name);
       it != schemas.end() && it->second.is_object() && it->second.contains("properties"))
     properties = &it->second["properties"];
@@ -76,7 +77,7 @@ std::optional<ToolCall> parse_xml_call(std::string_view body, const std::map<std
       return std::nullopt;
     const std::string key(trim(rest.substr(p_open.size(), key_end - p_open.size())));
     const std::string_view value = strip_one_newline(rest.substr(key_end + 1, value_end - key_end - 1));
-    const nlohmann::json* schema = properties && properties->contains(key) ? &(*properties)[key] : nullptr;
+    const nlohmann::ordered_json* schema = properties && properties->contains(key) ? &(*properties)[key] : nullptr;
     args[key] = parameter_value(value, schema);
     rest.remove_prefix(value_end + p_close.size());
   }
@@ -92,7 +93,8 @@ size_t partial_tag_tail(std::string_view text, std::string_view tag) {
 
 }  // namespace
 
-std::optional<ToolCall> parse_tool_call(std::string_view body, const std::map<std::string, nlohmann::json>& schemas) {
+std::optional<ToolCall> parse_tool_call(std::string_view body,
+                                        const std::map<std::string, nlohmann::ordered_json>& schemas) {
   body = trim(body);
   if (body.substr(0, 1) == "{") return parse_json_call(body);
   return parse_xml_call(body, schemas);

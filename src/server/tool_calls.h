@@ -26,7 +26,7 @@ struct ToolCall {
 // The body between the tags; nullopt when it is neither format.
 // parameter_schemas: function name -> its "parameters" JSON schema (may be empty).
 std::optional<ToolCall> parse_tool_call(std::string_view body,
-                                        const std::map<std::string, nlohmann::json>& parameter_schemas);
+                                        const std::map<std::string, nlohmann::ordered_json>& parameter_schemas);
 
 struct ToolCallText {
   std::string content;          // text outside tool calls
@@ -37,7 +37,7 @@ struct ToolCallText {
 // <tool_call> is held back. A block that does not parse goes out as content.
 class ToolCallExtractor {
  public:
-  explicit ToolCallExtractor(std::map<std::string, nlohmann::json> parameter_schemas)
+  explicit ToolCallExtractor(std::map<std::string, nlohmann::ordered_json> parameter_schemas)
       : schemas_(std::move(parameter_schemas)) {}
 
   ToolCallText push(std::string_view piece);
@@ -45,7 +45,7 @@ class ToolCallExtractor {
   ToolCallText flush();
 
  private:
-  std::map<std::string, nlohmann::json> schemas_;
+  std::map<std::string, nlohmann::ordered_json> schemas_;
   std::string held_;
   bool in_call_ = false;
 };

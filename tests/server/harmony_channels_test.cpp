@@ -113,9 +113,9 @@ class HarmonyChannels : public ::testing::Test {
     ChatRequest r;
     r.tool_choice = choice;
     r.tool_name = name;
-    r.tool_parameters["get_weather"] = nlohmann::json::parse(
+    r.tool_parameters["get_weather"] = Json::parse(
         R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})");
-    r.tool_parameters["get_time"] = nlohmann::json::object();
+    r.tool_parameters["get_time"] = Json::object();
     return r;
   }
 
@@ -135,8 +135,8 @@ TEST_F(HarmonyChannels, ReplyEndsAreEndOfGeneration) {
 TEST_F(HarmonyChannels, ResponseFormatMakesTheReplyAnAnalysisThenTheJson) {
   ChatRequest r;
   r.format = ResponseFormat::JsonSchema;
-  r.schema = nlohmann::json::parse(
-      R"({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})");
+  r.schema =
+      Json::parse(R"({"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]})");
   Chain c = job(r);
   ASSERT_EQ(c.processors.size(), 1u);
   EXPECT_EQ(dynamic_cast<InFinalMessage*>(c.processors[0].get()), nullptr);
@@ -168,6 +168,22 @@ TEST_F(HarmonyChannels, ResponseFormatMakesTheReplyAnAnalysisThenTheJson) {
   EXPECT_FALSE(c.allows(first(",")));
   EXPECT_EQ(c.split().reasoning, "Let me think: {not json} < 3, so 42.");
   EXPECT_EQ(c.split().content, R"({"answer": 42})");
+}
+
+// OpenAI's structured outputs write properties in the schema's order; a schema that
+// puts its reasoning first gets it first (not sorted by name, which puts answer first).
+TEST_F(HarmonyChannels, PropertiesComeInTheSchemasOrder) {
+  const ChatRequest r = parse_chat_request(Json::parse(R"({"messages": [{"role": "user", "content": "q"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object",
+        "properties": {"reasoning": {"type": "string"}, "answer": {"type": "integer"}},
+        "required": ["reasoning", "answer"]}}}})"),
+                                           {});
+  Chain c = job(r);
+  c.write("<|channel|>final<|message|>{\"");
+  EXPECT_TRUE(c.allows(first("reasoning")));
+  EXPECT_FALSE(c.allows(first("answer")));
+  c.write(R"(reasoning": "x", ")");
+  EXPECT_TRUE(c.allows(first("answer")));
 }
 
 TEST_F(HarmonyChannels, ResponseFormatAfterAFinalHeaderWithAConstraint) {

@@ -7,7 +7,7 @@
 namespace zinc::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // == on objects compares their order too
 
 const std::map<std::string, json> kSchemas = {
     {"get_weather",
@@ -44,6 +44,17 @@ TEST(ToolCalls, XmlFormatTypesValuesBySchema) {
   // city is a string in the schema, so "2024" stays text; days is an integer.
   EXPECT_EQ(json::parse(t.calls[0].arguments), json::parse(R"({"city":"2024","days":3})"));
   EXPECT_EQ(t.content, "");
+}
+
+TEST(ToolCalls, ArgumentsKeepTheModelsOrder) {
+  ToolCallExtractor x(kSchemas);
+  const auto t = feed(x, {"<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n",
+                          "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+                          R"(<tool_call>{"name": "get_weather", )",
+                          R"("arguments": {"days": 2, "city": "Oslo"}}</tool_call>)"});
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[0].arguments, R"({"days":3,"city":"Paris"})");
+  EXPECT_EQ(t.calls[1].arguments, R"({"days":2,"city":"Oslo"})");
 }
 
 TEST(ToolCalls, TwoCallsAndArgumentsAsText) {

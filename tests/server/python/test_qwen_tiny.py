@@ -65,7 +65,9 @@ def test_json_schema_output_validates(qwen):
         r = chat(qwen, seed=seed, max_tokens=200,
                  response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
         assert r.choices[0].finish_reason == "stop", r
-        jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+        reply = json.loads(r.choices[0].message.content)
+        jsonschema.validate(reply, schema)
+        assert list(reply) == ["name", "age", "tags"]  # the schema's order, as OpenAI's structured outputs
     # Any object: random weights may wander in a string until max_tokens, and then the
     # reply is a prefix of one.
     r = chat(qwen, max_tokens=200, response_format={"type": "json_object"})
