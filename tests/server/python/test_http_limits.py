@@ -66,16 +66,23 @@ def test_api_key(qwen):
     assert [m.id for m in qwen.client().models.list().data] == [qwen.model_id]
 
 
-def test_huge_body_is_413(qwen):
-    s = socket.create_connection((qwen.host, qwen.port), timeout=10)
-    s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {100 * 1024 * 1024}\r\n\r\n").encode())
+def reply_to_oversize(server, head, body):
+    """Sends a request whose body the server may refuse before it is all sent; the reply's first bytes."""
+    s = socket.create_connection((server.host, server.port), timeout=10)
+    s.sendall(head.encode())
     try:
-        s.sendall(b" " * (1 << 20))
+        s.sendall(body)
     except OSError:
         pass  # the server may answer and close before the body is sent
     reply = s.recv(4096).decode(errors="replace")
     s.close()
+    return reply
+
+
+def test_huge_body_is_413(qwen):
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {100 * 1024 * 1024}\r\n\r\n")
+    reply = reply_to_oversize(qwen, head, b" " * (1 << 20))
     assert reply.startswith("HTTP/1.1 413"), reply
 
 
@@ -113,14 +120,7 @@ def test_chunked_bodies_are_held_to_the_limit(qwen):
     assert ok.startswith("HTTP/1.1 200"), ok
     chunk = b" " * (1 << 20)  # 17 chunks of 1 MiB: over the default 16 MiB
     big = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(17)) + b"0\r\n\r\n"
-    s = socket.create_connection((qwen.host, qwen.port), timeout=10)
-    s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\n{auth}\r\n".encode())
-    try:
-        s.sendall(big)
-    except OSError:
-        pass  # the server may answer and close before the body is sent
-    reply = s.recv(4096).decode(errors="replace")
-    s.close()
+    reply = reply_to_oversize(qwen, f"POST /v1/chat/completions HTTP/1.1\r\n{auth}\r\n", big)
     assert reply.startswith("HTTP/1.1 413"), reply
 
 
