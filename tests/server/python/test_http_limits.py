@@ -132,10 +132,19 @@ def test_post_without_a_body_is_answered_at_once(qwen):
     assert time.time() - t0 < 1.5  # the read timeout is 2 s: no wait for a body that never comes
 
 
-def test_multipart_is_refused(qwen):
-    status, _, data = error_of(qwen, b"--b\r\n\r\nx\r\n--b--\r\n",
-                               headers={"Content-Type": "multipart/form-data; boundary=b"})
-    assert status == 415, data
+def test_multipart_is_refused_and_the_connection_serves_on(qwen):
+    conn = http.client.HTTPConnection(qwen.host, qwen.port, timeout=10)
+    auth = {"Authorization": f"Bearer {qwen.key}"}
+    form = b'--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nxyz\r\n--b--\r\n'
+    conn.request("POST", "/v1/chat/completions", body=form,
+                 headers={**auth, "Content-Type": "multipart/form-data; boundary=b"})
+    r = conn.getresponse()
+    assert r.status == 415 and json.loads(r.read())["error"]["message"]
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(BODY),
+                 headers={**auth, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 200, r.read()
+    conn.close()
 
 
 def test_slow_client_is_dropped_and_others_are_served(qwen):
