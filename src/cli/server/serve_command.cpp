@@ -28,7 +28,13 @@ struct ServeArgs {
   std::string alias;
   int64_t prefix_cache_mib = 1024;
   int64_t max_body_mib = 16;
+  bool prefix_block_given = false;
 };
+
+// On the CPU a prefill chunk of 64 to 1024 tokens runs at about the same speed, and a
+// chat turn re-reads what the cache missed at tens of tokens a second there: blocks of
+// 1024 missed every conversation shorter than that (PERFORMANCE.md, session 58).
+constexpr int64_t kCpuPrefixBlock = 128;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -59,6 +65,7 @@ void serve(ServeArgs& a) {
   TextModel tm = TextModel::load(a.model);
   if (!a.chat_template_file.empty()) tm.chat_template = read_text(a.chat_template_file);
   a.engine.n_ctx = tm.context_length(a.model.ctx);
+  if (!a.prefix_block_given && tm.backend->name() == "cpu") a.engine.prefix_block = kCpuPrefixBlock;
   fit_step_tokens(a.engine);
   // A GPU's first pass loads the kernels' code and grows the scratch memory: a block's
   // prompt covers a lone request's chunks. The CPU's first pass pays only for page
@@ -97,7 +104,8 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--step-tokens", a->engine.step_tokens, "Tokens per forward step (decode and prefill together)")
       ->capture_default_str();
-  cmd->add_option("--prefix-block", a->engine.prefix_block, "Prefix-cache block in tokens")->capture_default_str();
+  CLI::Option* prefix_block = cmd->add_option("--prefix-block", a->engine.prefix_block,
+                                               "Prefix-cache block in tokens (default: 1024 on a GPU, 128 on the CPU)");
   cmd->add_option("--prefix-cache-mib", a->prefix_cache_mib, "Prefix-cache host memory, page-locked on a GPU (0: off)")
       ->capture_default_str();
   cmd->add_option("--threads", a->model.threads, "CPU threads (0: all cores)");
@@ -114,7 +122,10 @@ void add_serve_command(CLI::App& app) {
   SamplerParams& s = a->model.sampling;
   cmd->add_option("--temp", s.temperature, "Default temperature")->capture_default_str();
   add_truncation_options(*cmd, s);  // requests' defaults, as --temp
-  cmd->callback([a] { serve(*a); });
+  cmd->callback([a, prefix_block] {
+    a->prefix_block_given = prefix_block->count() > 0;
+    serve(*a);
+  });
 }
 
 }  // namespace zinc::cli

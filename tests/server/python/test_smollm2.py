@@ -40,6 +40,18 @@ def test_chat_reply_and_usage(smol):
     assert greedy(smol.client(), smol.model_id).choices[0].message.content == c.message.content
 
 
+def test_second_chat_turn_reuses_the_first_on_the_cpu(smol):
+    """The CPU's default prefix block (128 tokens) lets a short conversation's next turn
+    resume from the cache; blocks of 1024 would miss every conversation under 1024 tokens."""
+    first = MESSAGES[:1] + [{"role": "user", "content": "Describe the sea in four long sentences. " * 20}]
+    r = greedy(smol.client(), smol.model_id, messages=first, max_tokens=8)
+    assert r.usage.prompt_tokens > 128
+    second = first + [{"role": "assistant", "content": r.choices[0].message.content},
+                      {"role": "user", "content": "And the sky?"}]
+    r2 = greedy(smol.client(), smol.model_id, messages=second, max_tokens=8)
+    assert r2.usage.prompt_tokens_details.cached_tokens >= 128, r2.usage
+
+
 def test_stream_equals_non_stream(smol):
     client = smol.client()
     whole = greedy(client, smol.model_id)
