@@ -172,8 +172,11 @@ void HttpServer::Impl::routes() {
   const auto post = [this, guarded](const char* path, auto handler) {
     http.Post(path, [this, guarded, handler](const httplib::Request& req, httplib::Response& res,
                                              const httplib::ContentReader& read) {
-      if (req.is_multipart_form_data())
+      if (req.is_multipart_form_data()) {  // read through, or its rest would be taken for the next request
+        const auto keep_going = [](auto&&...) { return true; };
+        read(keep_going, keep_going);
         return send_error(res, ApiError(415, "the request body must be JSON, not multipart form data"));
+      }
       // A request with neither Content-Length nor chunked encoding has no body (RFC 9112
       // 6.3); httplib would wait for the connection to close.
       const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");

@@ -98,18 +98,24 @@ def test_json_sent_as_a_form_is_read_whole(qwen):
     assert status == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded", data
 
 
-def raw_request(server, head, body=b""):
-    """Sends a request as written and returns the reply: its head and its body."""
-    s = socket.create_connection((server.host, server.port), timeout=10)
-    s.sendall(head.encode() + body)
+def read_reply(sock):
+    """One reply from a connection: its head and its body (by Content-Length)."""
     reply = b""
     while b"\r\n\r\n" not in reply:
-        reply += s.recv(4096)
+        reply += sock.recv(4096)
     length = re.search(rb"Content-Length: (\d+)", reply)
     while length and len(reply.split(b"\r\n\r\n", 1)[1]) < int(length[1]):
-        reply += s.recv(4096)
-    s.close()
+        reply += sock.recv(4096)
     return reply.decode(errors="replace")
+
+
+def raw_request(server, head, body=b""):
+    """Sends a request as written and returns the reply."""
+    s = socket.create_connection((server.host, server.port), timeout=10)
+    s.sendall(head.encode() + body)
+    reply = read_reply(s)
+    s.close()
+    return reply
 
 
 def test_chunked_bodies_are_held_to_the_limit(qwen):
@@ -133,18 +139,22 @@ def test_post_without_a_body_is_answered_at_once(qwen):
 
 
 def test_multipart_is_refused_and_the_connection_serves_on(qwen):
-    conn = http.client.HTTPConnection(qwen.host, qwen.port, timeout=10)
-    auth = {"Authorization": f"Bearer {qwen.key}"}
+    """The server reads a multipart body through before its 415, so the rest of it is not
+    taken for the connection's next request."""
+    s = socket.create_connection((qwen.host, qwen.port), timeout=10)
     form = b'--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nxyz\r\n--b--\r\n'
-    conn.request("POST", "/v1/chat/completions", body=form,
-                 headers={**auth, "Content-Type": "multipart/form-data; boundary=b"})
-    r = conn.getresponse()
-    assert r.status == 415 and json.loads(r.read())["error"]["message"]
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(BODY),
-                 headers={**auth, "Content-Type": "application/json"})
-    r = conn.getresponse()
-    assert r.status == 200, r.read()
-    conn.close()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
+            f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(form)}\r\n\r\n")
+    s.sendall(head.encode())
+    time.sleep(0.2)  # the body comes after the handler has started
+    s.sendall(form)
+    assert read_reply(s).startswith("HTTP/1.1 415")
+    body = json.dumps(BODY).encode()
+    s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    reply = read_reply(s)
+    s.close()
+    assert reply.startswith("HTTP/1.1 200"), reply
 
 
 def test_slow_client_is_dropped_and_others_are_served(qwen):
