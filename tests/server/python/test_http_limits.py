@@ -66,6 +66,12 @@ def test_api_key(qwen):
     assert [m.id for m in qwen.client().models.list().data] == [qwen.model_id]
 
 
+def post_head(server, *headers):
+    """The head of a chat-completions POST with the key, then the given header lines."""
+    lines = ["POST /v1/chat/completions HTTP/1.1", "Host: x", f"Authorization: Bearer {server.key}", *headers]
+    return "\r\n".join(lines) + "\r\n\r\n"
+
+
 def reply_to_oversize(server, head, body):
     """Sends a request whose body the server may refuse before it is all sent; the reply's first bytes."""
     s = socket.create_connection((server.host, server.port), timeout=10)
@@ -80,8 +86,7 @@ def reply_to_oversize(server, head, body):
 
 
 def test_huge_body_is_413(qwen):
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {100 * 1024 * 1024}\r\n\r\n")
+    head = post_head(qwen, "Content-Type: application/json", f"Content-Length: {100 * 1024 * 1024}")
     reply = reply_to_oversize(qwen, head, b" " * (1 << 20))
     assert reply.startswith("HTTP/1.1 413"), reply
 
@@ -119,21 +124,19 @@ def raw_request(server, head, body=b""):
 
 
 def test_chunked_bodies_are_held_to_the_limit(qwen):
-    auth = f"Host: x\r\nAuthorization: Bearer {qwen.key}\r\nTransfer-Encoding: chunked\r\n"
+    head = post_head(qwen, "Transfer-Encoding: chunked")
     body = json.dumps(BODY).encode()
-    ok = raw_request(qwen, f"POST /v1/chat/completions HTTP/1.1\r\n{auth}\r\n",
-                     b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    ok = raw_request(qwen, head, b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
     assert ok.startswith("HTTP/1.1 200"), ok
     chunk = b" " * (1 << 20)  # 17 chunks of 1 MiB: over the default 16 MiB
     big = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(17)) + b"0\r\n\r\n"
-    reply = reply_to_oversize(qwen, f"POST /v1/chat/completions HTTP/1.1\r\n{auth}\r\n", big)
+    reply = reply_to_oversize(qwen, head, big)
     assert reply.startswith("HTTP/1.1 413"), reply
 
 
 def test_post_without_a_body_is_answered_at_once(qwen):
     t0 = time.time()
-    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n\r\n"
-    reply = raw_request(qwen, head)
+    reply = raw_request(qwen, post_head(qwen))
     assert reply.startswith("HTTP/1.1 400") and "not valid JSON" in reply, reply
     assert time.time() - t0 < 1.5  # the read timeout is 2 s: no wait for a body that never comes
 
@@ -143,15 +146,12 @@ def test_multipart_is_refused_and_the_connection_serves_on(qwen):
     taken for the connection's next request."""
     s = socket.create_connection((qwen.host, qwen.port), timeout=10)
     form = b'--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nxyz\r\n--b--\r\n'
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
-            f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(form)}\r\n\r\n")
-    s.sendall(head.encode())
+    s.sendall(post_head(qwen, "Content-Type: multipart/form-data; boundary=b", f"Content-Length: {len(form)}").encode())
     time.sleep(0.2)  # the body comes after the handler has started
     s.sendall(form)
     assert read_reply(s).startswith("HTTP/1.1 415")
     body = json.dumps(BODY).encode()
-    s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    s.sendall(post_head(qwen, "Content-Type: application/json", f"Content-Length: {len(body)}").encode() + body)
     reply = read_reply(s)
     s.close()
     assert reply.startswith("HTTP/1.1 200"), reply
@@ -241,8 +241,7 @@ def test_non_streaming_client_that_leaves_frees_its_slot(qwen):
     qwen.wait_idle()
     s = socket.create_connection((qwen.host, qwen.port), timeout=10)
     body = json.dumps({"messages": [{"role": "user", "content": "long"}], "max_tokens": 100000}).encode()
-    s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {qwen.key}\r\n"
-               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+    s.sendall(post_head(qwen, "Content-Type: application/json", f"Content-Length: {len(body)}").encode() + body)
     deadline = time.time() + 10
     while qwen.metrics()["zinc_requests_running"] < 1 and time.time() < deadline:
         time.sleep(0.05)
