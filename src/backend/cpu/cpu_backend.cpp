@@ -544,20 +544,15 @@ class CpuBackend final : public Backend {
         const int64_t s0 = first(t);
         const float* qh = q.as<const float>() + i * D;
         p.resize(len - s0);
+        cpu::lane_dots(qh, kf.data() + (s0 - lo) * row + kvh * D, row, len - s0, D, p.data());
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t s = s0; s < len; ++s) {
-          p[s - s0] = cpu::lane_dot(qh, kf.data() + (s - lo) * row + kvh * D, D) * scale;
-          mx = std::max(mx, p[s - s0]);
-        }
+        for (auto& e : p) mx = std::max(mx, e *= scale);
         const double sink = sinks ? sinks->as<const float>()[h] : -std::numeric_limits<double>::infinity();
         mx = std::max(mx, sink);
         double sum = std::exp(sink - mx);  // the sink's share: 0 without one
         for (auto& e : p) sum += (e = std::exp(e - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t s = s0; s < len; ++s) {
-          const float* vs = vf.data() + (s - lo) * row + kvh * D;
-          for (int64_t j = 0; j < D; ++j) acc[j] += p[s - s0] * vs[j];
-        }
+        cpu::add_weighted_rows(p.data(), vf.data() + (s0 - lo) * row + kvh * D, row, len - s0, D, acc.data());
         float* yh = y.as<float>() + i * D;
         for (int64_t j = 0; j < D; ++j) yh[j] = static_cast<float>(acc[j] / sum);
       }

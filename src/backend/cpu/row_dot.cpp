@@ -32,6 +32,8 @@ struct V {
   typedef int32_t i32 __attribute__((vector_size(4 * W)));
   typedef uint32_t u32 __attribute__((vector_size(4 * W)));
   typedef uint16_t u16 __attribute__((vector_size(2 * W)));
+  typedef float f32_half __attribute__((vector_size(2 * W)));
+  typedef double f64 __attribute__((vector_size(4 * W)));  // W / 2 doubles: one register
 };
 
 template <class Vec>
@@ -88,6 +90,64 @@ double lane_dot_w(const float* a, const float* b, int64_t n) {
   double s = reduce<W>(acc);
   for (; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
+}
+
+// lane_dot of a with count rows of b. Each row's lanes are summed as lane_dot sums
+// them, but kRows rows at a time, one double lane per row, so that the 32 dependent
+// adds of one row overlap with the other rows' (one row's alone are the chain that
+// bounded attention's scores). Each vector of sums is one register (V<W>::f64).
+template <int W>
+void lane_dots_w(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
+  using F = typename V<W>::f32;
+  using D = typename V<W>::f64;
+  constexpr int kRows = 8, kPer = W / 2, kSums = kRows / kPer;
+  const int64_t whole = n / kLanes * kLanes;
+  int64_t r = 0;
+  for (; r + kRows <= count; r += kRows) {
+    float lanes[kRows][kLanes];
+    for (int k = 0; k < kRows; ++k) {
+      const float* row = b + (r + k) * b_stride;
+      F acc[kLanes / W];
+      for (int v = 0; v < kLanes / W; ++v) acc[v] = F{};
+      for (int64_t i = 0; i < whole; i += kLanes)
+        for (int v = 0; v < kLanes / W; ++v) acc[v] += load<F>(a + i + W * v) * load<F>(row + i + W * v);
+      for (int v = 0; v < kLanes / W; ++v) std::memcpy(lanes[k] + W * v, &acc[v], sizeof(F));
+    }
+    D sums[kSums] = {};
+    for (int l = 0; l < kLanes; ++l)
+      for (int g = 0; g < kSums; ++g) {
+        D lane;
+        for (int e = 0; e < kPer; ++e) lane[e] = lanes[g * kPer + e][l];
+        sums[g] += lane;
+      }
+    for (int k = 0; k < kRows; ++k) {
+      const float* row = b + (r + k) * b_stride;
+      double t = sums[k / kPer][k % kPer];
+      for (int64_t i = whole; i < n; ++i) t += static_cast<double>(a[i]) * row[i];
+      out[r + k] = t;
+    }
+  }
+  for (; r < count; ++r) out[r] = lane_dot_w<W>(a, b + r * b_stride, n);
+}
+
+// acc += w[r] · row r, in double, 2W elements of acc held in registers over all rows.
+template <int W>
+void add_weighted_rows_w(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n, double* acc) {
+  using half_f = typename V<W>::f32_half;
+  using dv = typename V<W>::f64;
+  constexpr int kPer = W / 2, kVecs = 4, kSpan = kPer * kVecs;
+  int64_t j = 0;
+  for (; j + kSpan <= n; j += kSpan) {
+    dv sum[kVecs];
+    for (int v = 0; v < kVecs; ++v) sum[v] = load<dv>(acc + j + kPer * v);
+    for (int64_t r = 0; r < count; ++r) {
+      const float* row = b + r * b_stride + j;
+      for (int v = 0; v < kVecs; ++v) sum[v] += w[r] * __builtin_convertvector(load<half_f>(row + kPer * v), dv);
+    }
+    std::memcpy(acc + j, sum, sizeof sum);
+  }
+  for (; j < n; ++j)
+    for (int64_t r = 0; r < count; ++r) acc[j] += w[r] * b[r * b_stride + j];
 }
 
 // Bits from .. from + W - 1 of a Q5_0 / Q5_1 block's qh word, as bit 4 of a code.
@@ -498,6 +558,33 @@ ZINC_ISA_LEVEL("default") double lane_dot_at_level(const float* a, const float* 
   return lane_dot_w<4>(a, b, n);
 }
 ZINC_ISA_LEVEL("arch=x86-64-v4")
+void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
+  lane_dots_w<16>(a, b, b_stride, count, n, out);
+}
+ZINC_ISA_LEVEL("arch=x86-64-v3")
+void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
+  lane_dots_w<8>(a, b, b_stride, count, n, out);
+}
+ZINC_ISA_LEVEL("default")
+void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
+  lane_dots_w<4>(a, b, b_stride, count, n, out);
+}
+ZINC_ISA_LEVEL("arch=x86-64-v4")
+void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
+                                double* acc) {
+  add_weighted_rows_w<16>(w, b, b_stride, count, n, acc);
+}
+ZINC_ISA_LEVEL("arch=x86-64-v3")
+void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
+                                double* acc) {
+  add_weighted_rows_w<8>(w, b, b_stride, count, n, acc);
+}
+ZINC_ISA_LEVEL("default")
+void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
+                                double* acc) {
+  add_weighted_rows_w<4>(w, b, b_stride, count, n, acc);
+}
+ZINC_ISA_LEVEL("arch=x86-64-v4")
 void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
                       float* y, int64_t y_stride) {
   row_dot_w<16>(t, row, x, x_stride, n_tokens, n, y, y_stride);
@@ -521,6 +608,13 @@ constexpr int kWidth = 8;
 constexpr int kWidth = 4;
 #endif
 double lane_dot_at_level(const float* a, const float* b, int64_t n) { return lane_dot_w<kWidth>(a, b, n); }
+void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
+  lane_dots_w<kWidth>(a, b, b_stride, count, n, out);
+}
+void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
+                                double* acc) {
+  add_weighted_rows_w<kWidth>(w, b, b_stride, count, n, acc);
+}
 void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
                       float* y, int64_t y_stride) {
   row_dot_w<kWidth>(t, row, x, x_stride, n_tokens, n, y, y_stride);
@@ -530,6 +624,14 @@ void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride
 }  // namespace
 
 double lane_dot(const float* a, const float* b, int64_t n) { return lane_dot_at_level(a, b, n); }
+
+void lane_dots(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
+  lane_dots_at_level(a, b, b_stride, count, n, out);
+}
+
+void add_weighted_rows(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n, double* acc) {
+  add_weighted_rows_at_level(w, b, b_stride, count, n, acc);
+}
 
 void row_dot(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n, float* y,
              int64_t y_stride) {

@@ -14,6 +14,15 @@ namespace zinc::cpu {
 
 double lane_dot(const float* a, const float* b, int64_t n);
 
+// out[r] = lane_dot(a, b + r · b_stride, n) for r < count: attention's scores. Several
+// rows' 32 lane sums are reduced side by side, each in lane_dot's order, so the bits
+// are lane_dot's and the reductions' add chains overlap.
+void lane_dots(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out);
+
+// acc[j] += w[r] · b[r · b_stride + j] for j < n, the rows r = 0 .. count - 1 in turn,
+// in double: attention's weighted sum of values, at the machine's vector width.
+void add_weighted_rows(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n, double* acc);
+
 // y[j · y_stride] = lane_dot(dequantize_row(t, row), x + j · x_stride) for the
 // n_tokens tokens j, over n elements (a multiple of t's block). On a CPU with AVX2 or
 // AVX-512 the block formats, and F32, F16 and BF16 rows a multiple of 32 long, decode

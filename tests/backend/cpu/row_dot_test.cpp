@@ -6,6 +6,7 @@
 // whether its workers poll or sleep between loops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -108,6 +109,44 @@ TEST(RowDot, LaneDotEqualsThirtyTwoScalarLanes) {
     for (; i < n; ++i) expected += static_cast<double>(a[i]) * b[i];
     const double got = lane_dot(a.data(), b.data(), n);
     EXPECT_EQ(std::memcmp(&got, &expected, sizeof got), 0) << "n=" << n << ": " << got << " vs " << expected;
+  }
+}
+
+// Attention's scores: lane_dots over strided rows gives lane_dot's bits for each row,
+// at every row count (whole groups of rows reduced together and the rest one by one).
+TEST(RowDot, LaneDotsEqualsLaneDotOfEveryRow) {
+  for (int64_t n : {int64_t{64}, int64_t{128}, int64_t{256}, int64_t{37}, int64_t{5}}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{23}, int64_t{40}}) {
+      const int64_t stride = 3 * n + 1;
+      const std::vector<float> a = random_floats(n, 5), b = random_floats(std::max<int64_t>(1, count * stride), 6);
+      std::vector<double> got(count + 1, -1.0);
+      lane_dots(a.data(), b.data(), stride, count, n, got.data());
+      for (int64_t r = 0; r < count; ++r) {
+        const double expected = lane_dot(a.data(), b.data() + r * stride, n);
+        EXPECT_EQ(std::memcmp(&got[r], &expected, sizeof expected), 0) << "n=" << n << " row " << r << " of " << count;
+      }
+      EXPECT_EQ(got[count], -1.0) << "wrote past the last row";
+    }
+  }
+}
+
+// Attention's weighted sum of values: each element's products added in row order in
+// double, as the plain loop adds them, and nothing past n written.
+TEST(RowDot, AddWeightedRowsAddsInRowOrder) {
+  for (int64_t n : {int64_t{64}, int64_t{128}, int64_t{256}, int64_t{37}, int64_t{3}}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{100}}) {
+      const int64_t stride = 2 * n + 3;
+      const std::vector<float> b = random_floats(std::max<int64_t>(1, count * stride), 7);
+      std::vector<double> w(count), expected(n + 1, 0.25), got(n + 1, 0.25);
+      std::mt19937 rng(8);
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      for (auto& e : w) e = unit(rng);
+      for (int64_t r = 0; r < count; ++r)
+        for (int64_t j = 0; j < n; ++j) expected[j] += w[r] * b[r * stride + j];
+      add_weighted_rows(w.data(), b.data(), stride, count, n, got.data());
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), sizeof(double) * (n + 1)), 0)
+          << "n=" << n << " count=" << count;
+    }
   }
 }
 
