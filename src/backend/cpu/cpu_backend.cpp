@@ -117,9 +117,17 @@ class CpuBackend final : public Backend {
     const size_t wrow = w.row_bytes();
     const auto* xs = x.as<const float>();
     auto* ys = y.as<float>();
+    // Many tokens go in tiles of kTokens, each dotted with kRows rows in turn, so that
+    // the tile's x stays in cache for those rows and the rows' weights for every tile
+    // (one row's pass over all of x streamed it from memory for every row). A token's
+    // result does not depend on its tile: row_dot's lanes are per token.
+    constexpr int64_t kTokens = 32, kRows = 64;
     pool_.parallel_for(out, 4, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r)
-        cpu::row_dot(w.type, static_cast<const char*>(w.data) + wrow * r, xs, in, n, in, ys + r, out);
+      for (int64_t rb = r0; rb < r1; rb += kRows)
+        for (int64_t t = 0; t < n; t += kTokens)
+          for (int64_t r = rb; r < std::min(r1, rb + kRows); ++r)
+            cpu::row_dot(w.type, static_cast<const char*>(w.data) + wrow * r, xs + t * in, in,
+                         std::min(kTokens, n - t), in, ys + t * out + r, out);
     });
   }
 
