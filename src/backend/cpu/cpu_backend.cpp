@@ -533,7 +533,11 @@ class CpuBackend final : public Backend {
     const int64_t C = k_cache.ne[2];  // position s lives in cache row s % C
     check(rows - lo <= C, "attention", "the positions one call reads do not fit in the cache");
     // Those rows widened to f32 once, rather than once per query head (position s at s - lo).
-    std::vector<float> kf((rows - lo) * row), vf((rows - lo) * row);
+    // In the scratch arena: a vector this size was mapped, zeroed and unmapped on every
+    // call, which cost a long context's decode more than the widening itself.
+    const ScratchMark mark = arena_.mark();
+    float* kf = static_cast<float*>(arena_.take(sizeof(float) * (rows - lo) * row));
+    float* vf = static_cast<float*>(arena_.take(sizeof(float) * (rows - lo) * row));
     pool_.parallel_for(rows - lo, 64, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r) {
         const uint16_t* kc = k_cache.as<const uint16_t>() + (lo + r) % C * row;
@@ -552,7 +556,7 @@ class CpuBackend final : public Backend {
         const int64_t s0 = first(t);
         const float* qh = q.as<const float>() + i * D;
         p.resize(len - s0);
-        cpu::lane_dots(qh, kf.data() + (s0 - lo) * row + kvh * D, row, len - s0, D, p.data());
+        cpu::lane_dots(qh, kf + (s0 - lo) * row + kvh * D, row, len - s0, D, p.data());
         double mx = -std::numeric_limits<double>::infinity();
         for (auto& e : p) mx = std::max(mx, e *= scale);
         const double sink = sinks ? sinks->as<const float>()[h] : -std::numeric_limits<double>::infinity();
@@ -560,11 +564,12 @@ class CpuBackend final : public Backend {
         double sum = std::exp(sink - mx);  // the sink's share: 0 without one
         for (auto& e : p) sum += (e = std::exp(e - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
-        cpu::add_weighted_rows(p.data(), vf.data() + (s0 - lo) * row + kvh * D, row, len - s0, D, acc.data());
+        cpu::add_weighted_rows(p.data(), vf + (s0 - lo) * row + kvh * D, row, len - s0, D, acc.data());
         float* yh = y.as<float>() + i * D;
         for (int64_t j = 0; j < D; ++j) yh[j] = static_cast<float>(acc[j] / sum);
       }
     });
+    arena_.rewind(mark);
   }
 
   // attention_prepare for one sequence's tokens.
