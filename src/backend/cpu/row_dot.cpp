@@ -545,60 +545,13 @@ void row_dot_w(DType t, const void* row, const float* x, int64_t x_stride, int64
   for (int64_t j = 0; j < n_tokens; ++j) y[j * y_stride] = static_cast<float>(lane_dot_w<W>(w, x + j * x_stride, n));
 }
 
-// One version for each level (isa_levels.h), with its width; elsewhere the width of
-// the build's target.
+// One version of each function for each level (isa_levels.h), with its width; elsewhere
+// the width of the build's target. NAME_at_level(PARAMS) returns NAME_w<W> ARGS.
 #if ZINC_ISA_LEVELS
-ZINC_ISA_LEVEL("arch=x86-64-v4") double lane_dot_at_level(const float* a, const float* b, int64_t n) {
-  return lane_dot_w<16>(a, b, n);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v3") double lane_dot_at_level(const float* a, const float* b, int64_t n) {
-  return lane_dot_w<8>(a, b, n);
-}
-ZINC_ISA_LEVEL("default") double lane_dot_at_level(const float* a, const float* b, int64_t n) {
-  return lane_dot_w<4>(a, b, n);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v4")
-void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
-  lane_dots_w<16>(a, b, b_stride, count, n, out);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v3")
-void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
-  lane_dots_w<8>(a, b, b_stride, count, n, out);
-}
-ZINC_ISA_LEVEL("default")
-void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
-  lane_dots_w<4>(a, b, b_stride, count, n, out);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v4")
-void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
-                                double* acc) {
-  add_weighted_rows_w<16>(w, b, b_stride, count, n, acc);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v3")
-void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
-                                double* acc) {
-  add_weighted_rows_w<8>(w, b, b_stride, count, n, acc);
-}
-ZINC_ISA_LEVEL("default")
-void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
-                                double* acc) {
-  add_weighted_rows_w<4>(w, b, b_stride, count, n, acc);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v4")
-void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
-                      float* y, int64_t y_stride) {
-  row_dot_w<16>(t, row, x, x_stride, n_tokens, n, y, y_stride);
-}
-ZINC_ISA_LEVEL("arch=x86-64-v3")
-void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
-                      float* y, int64_t y_stride) {
-  row_dot_w<8>(t, row, x, x_stride, n_tokens, n, y, y_stride);
-}
-ZINC_ISA_LEVEL("default")
-void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
-                      float* y, int64_t y_stride) {
-  row_dot_w<4>(t, row, x, x_stride, n_tokens, n, y, y_stride);
-}
+#define ZINC_AT_EACH_LEVEL(ret, name, params, args) \
+  ZINC_ISA_LEVEL("arch=x86-64-v4") ret name##_at_level params { return name##_w<16> args; } \
+  ZINC_ISA_LEVEL("arch=x86-64-v3") ret name##_at_level params { return name##_w<8> args; } \
+  ZINC_ISA_LEVEL("default") ret name##_at_level params { return name##_w<4> args; }
 #else
 #if defined(__AVX512F__)
 constexpr int kWidth = 16;
@@ -607,19 +560,22 @@ constexpr int kWidth = 8;
 #else
 constexpr int kWidth = 4;
 #endif
-double lane_dot_at_level(const float* a, const float* b, int64_t n) { return lane_dot_w<kWidth>(a, b, n); }
-void lane_dots_at_level(const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out) {
-  lane_dots_w<kWidth>(a, b, b_stride, count, n, out);
-}
-void add_weighted_rows_at_level(const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n,
-                                double* acc) {
-  add_weighted_rows_w<kWidth>(w, b, b_stride, count, n, acc);
-}
-void row_dot_at_level(DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
-                      float* y, int64_t y_stride) {
-  row_dot_w<kWidth>(t, row, x, x_stride, n_tokens, n, y, y_stride);
-}
+#define ZINC_AT_EACH_LEVEL(ret, name, params, args) \
+  ret name##_at_level params { return name##_w<kWidth> args; }
 #endif
+
+ZINC_AT_EACH_LEVEL(double, lane_dot, (const float* a, const float* b, int64_t n), (a, b, n))
+ZINC_AT_EACH_LEVEL(void, lane_dots,
+                   (const float* a, const float* b, int64_t b_stride, int64_t count, int64_t n, double* out),
+                   (a, b, b_stride, count, n, out))
+ZINC_AT_EACH_LEVEL(void, add_weighted_rows,
+                   (const double* w, const float* b, int64_t b_stride, int64_t count, int64_t n, double* acc),
+                   (w, b, b_stride, count, n, acc))
+ZINC_AT_EACH_LEVEL(void, row_dot,
+                   (DType t, const void* row, const float* x, int64_t x_stride, int64_t n_tokens, int64_t n,
+                    float* y, int64_t y_stride),
+                   (t, row, x, x_stride, n_tokens, n, y, y_stride))
+#undef ZINC_AT_EACH_LEVEL
 
 }  // namespace
 
