@@ -80,16 +80,30 @@ double reduce(const typename V<W>::f32 (&acc)[kLanes / W]) {
   return s;
 }
 
+// lane_dot's 32 float lanes over the first `whole` elements (a multiple of 32): element
+// i's product goes to lane i % 32. Zeroed by assignment: `= {}` on an array that is
+// then stored became a `rep stos` in lane_dots (PERFORMANCE.md, session 59).
+template <int W>
+void lane_products(const float* a, const float* b, int64_t whole, typename V<W>::f32 (&acc)[kLanes / W]) {
+  using F = typename V<W>::f32;
+  for (int v = 0; v < kLanes / W; ++v) acc[v] = F{};
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int v = 0; v < kLanes / W; ++v) acc[v] += load<F>(a + i + W * v) * load<F>(b + i + W * v);
+}
+
+// s plus the products of elements from .. n - 1 in double: how lane_dot ends a row
+// whose length is not a multiple of 32.
+double plus_tail(const float* a, const float* b, int64_t from, int64_t n, double s) {
+  for (int64_t i = from; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
 template <int W>
 double lane_dot_w(const float* a, const float* b, int64_t n) {
-  using F = typename V<W>::f32;
-  F acc[kLanes / W] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int v = 0; v < kLanes / W; ++v) acc[v] += load<F>(a + i + W * v) * load<F>(b + i + W * v);
-  double s = reduce<W>(acc);
-  for (; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
+  typename V<W>::f32 acc[kLanes / W];
+  const int64_t whole = n / kLanes * kLanes;
+  lane_products<W>(a, b, whole, acc);
+  return plus_tail(a, b, whole, n, reduce<W>(acc));
 }
 
 // lane_dot of a with count rows of b. Each row's lanes are summed as lane_dot sums
@@ -106,11 +120,8 @@ void lane_dots_w(const float* a, const float* b, int64_t b_stride, int64_t count
   for (; r + kRows <= count; r += kRows) {
     float lanes[kRows][kLanes];
     for (int k = 0; k < kRows; ++k) {
-      const float* row = b + (r + k) * b_stride;
       F acc[kLanes / W];
-      for (int v = 0; v < kLanes / W; ++v) acc[v] = F{};
-      for (int64_t i = 0; i < whole; i += kLanes)
-        for (int v = 0; v < kLanes / W; ++v) acc[v] += load<F>(a + i + W * v) * load<F>(row + i + W * v);
+      lane_products<W>(a, b + (r + k) * b_stride, whole, acc);
       for (int v = 0; v < kLanes / W; ++v) std::memcpy(lanes[k] + W * v, &acc[v], sizeof(F));
     }
     D sums[kSums] = {};
@@ -120,12 +131,8 @@ void lane_dots_w(const float* a, const float* b, int64_t b_stride, int64_t count
         for (int e = 0; e < kPer; ++e) lane[e] = lanes[g * kPer + e][l];
         sums[g] += lane;
       }
-    for (int k = 0; k < kRows; ++k) {
-      const float* row = b + (r + k) * b_stride;
-      double t = sums[k / kPer][k % kPer];
-      for (int64_t i = whole; i < n; ++i) t += static_cast<double>(a[i]) * row[i];
-      out[r + k] = t;
-    }
+    for (int k = 0; k < kRows; ++k)
+      out[r + k] = plus_tail(a, b + (r + k) * b_stride, whole, n, sums[k / kPer][k % kPer]);
   }
   for (; r < count; ++r) out[r] = lane_dot_w<W>(a, b + r * b_stride, n);
 }
