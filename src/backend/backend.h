@@ -188,6 +188,11 @@ class Backend {
 
   // ids (I32 {n}) = argmax per row of logits {V, n}.
   virtual void argmax(const Tensor& logits, const Tensor& ids) = 0;
+  // out (F32 {n, m}) = log-softmax of logits {V, n}'s row t at ids[j][t] (I32 {n, m}),
+  // for m ids a row: logits[id] - log_z, log_z = max + log(sum of exp(logit - max)),
+  // the max in float and the sum in double (row_log_z in row_sampling.h). Scoring a
+  // prompt reads these instead of n rows of V floats.
+  virtual void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& out) = 0;
   // ids (I32 {n}) = one token per row of logits {V, n}, drawn by the sampler chain
   // without DRY as penalise_row and draw_from_row (sample/sampler.h) draw it: the
   // penalties (applied to the logits in place; ids[t] on entry is the last token of

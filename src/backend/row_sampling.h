@@ -10,9 +10,21 @@
 // draws on the host from that row with the same parameters (draw_from_row).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <span>
 
 namespace zinc {
+
+// log(sum of exp(logits)) of a row: its max, plus the log of the sum of exp(logit -
+// max) in double. The host's logprobs and Backend::token_logprobs use it.
+inline double row_log_z(std::span<const float> logits) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  return max + std::log(sum);
+}
 
 inline constexpr int kMaxRowTopK = 128;    // the largest top-k a backend samples
 inline constexpr int kMaxRowRecent = 256;  // the longest penalty window a backend applies

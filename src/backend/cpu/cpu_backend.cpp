@@ -395,6 +395,22 @@ class CpuBackend final : public Backend {
       ids.as<int32_t>()[t] = static_cast<int32_t>(std::max_element(l, l + V) - l);
     }
   }
+  void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& out) override {
+    check_f32(logits, "token_logprobs");
+    const int64_t V = logits.ne[0], n = logits.rows(), m = ids.n_elements() / std::max<int64_t>(n, 1);
+    check(ids.type == DType::I32 && ids.ne[0] == n && ids.n_elements() == n * m && out.type == DType::F32 &&
+              out.n_elements() == n * m,
+          "token_logprobs", "ids and out must be {n, m}");
+    for (int64_t t = 0; t < n; ++t) {
+      const std::span<const float> row(logits.as<const float>() + t * V, static_cast<size_t>(V));
+      const double log_z = row_log_z(row);
+      for (int64_t j = 0; j < m; ++j) {
+        const int32_t id = ids.as<const int32_t>()[j * n + t];
+        check(id >= 0 && id < V, "token_logprobs", "id out of range");
+        out.as<float>()[j * n + t] = static_cast<float>(row[static_cast<size_t>(id)] - log_z);
+      }
+    }
+  }
   void sample_rows(const Tensor& logits, const Tensor& params, const Tensor& ids) override {
     const int64_t V = logits.ne[0], n = logits.rows();
     check_f32(logits, "sample_rows");

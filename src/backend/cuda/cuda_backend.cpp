@@ -34,7 +34,7 @@ enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
   MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd, GdnCore, AttentionPrepare, AttentionGated,
-  MoeBlock, SampleRows, Geglu, Scale,
+  MoeBlock, SampleRows, Geglu, Scale, TokenLogprobs,
 };
 // For zinc bench --profile: names in OpId order (extend both together).
 const char* op_name(uint64_t id) {
@@ -42,7 +42,7 @@ const char* op_name(uint64_t id) {
       "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
       "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
       "gdn_prepare", "shared_expert_add", "gdn_core", "attention_prepare",
-      "attention_gated", "moe_block", "sample_rows", "geglu", "scale"};
+      "attention_gated", "moe_block", "sample_rows", "geglu", "scale", "token_logprobs"};
   return id < std::size(names) ? names[id] : "?";
 }
 
@@ -408,6 +408,18 @@ class CudaBackend final : public Backend {
         static_cast<float*>(arena_.take(cuda::argmax_partials(logits.ne[0], logits.rows()) * sizeof(float)));
     submit(Key(OpId::Argmax) << logits << ids, [=](cudaStream_t s) {
       cuda::argmax(logits.as<const float>(), logits.ne[0], logits.rows(), ids.as<int32_t>(), partials, s);
+    });
+  }
+  // The ids are on the device, so their range is not checked here: the caller's to keep.
+  void token_logprobs(const Tensor& logits, const Tensor& ids, const Tensor& out) override {
+    check_f32(logits, "token_logprobs");
+    const int64_t n = logits.rows(), m = n > 0 ? ids.n_elements() / n : 0;
+    check(ids.type == DType::I32 && ids.ne[0] == n && ids.n_elements() == n * m && out.type == DType::F32 &&
+              out.n_elements() == n * m,
+          "token_logprobs", "ids and out must be {n, m}");
+    submit(Key(OpId::TokenLogprobs) << logits << ids << out, [=](cudaStream_t s) {
+      cuda::token_logprobs(logits.as<const float>(), logits.ne[0], n, ids.as<const int32_t>(), static_cast<int>(m),
+                           out.as<float>(), s);
     });
   }
   // The rows' parameters are on the device (written just before the pass), so their

@@ -90,6 +90,9 @@ void small_copy(void* dst, const void* src, size_t bytes, cudaStream_t s);
 // argmax needs argmax_partials() floats of `partials` (each row split over many blocks).
 size_t argmax_partials(int64_t V, int64_t rows);
 void argmax(const float* logits, int64_t V, int64_t rows, int32_t* ids, float* partials, cudaStream_t s);
+// out and ids {n, m} (Backend::token_logprobs); ids must lie in [0, V).
+void token_logprobs(const float* logits, int64_t V, int64_t n, const int32_t* ids, int m, float* out,
+                    cudaStream_t s);
 // sample_rows needs sample_rows_partials() uint64 of `partials`; params: one RowSampling per row.
 size_t sample_rows_partials(int64_t V, int64_t rows);
 void sample_rows(float* logits, int64_t V, int64_t rows, const RowSampling* params, int32_t* ids,

@@ -189,6 +189,24 @@ void check_fused_ops(Checker& c) {
       c.report("argmax V=" + std::to_string(V) + " n=" + std::to_string(n), c.mismatches_i32(am), 0);
     }
 
+  // token_logprobs over rows as long as a vocabulary, three ids a row (the first and last
+  // ids among them), on plain and on peaked logits (scale 8: exp's range matters).
+  for (int64_t V : {248320, 100003})
+    for (int64_t n : {1, 5})
+      for (float scale : {1.0f, 8.0f}) {
+        auto l = c.f32({V, n}, c.randn(V * n, scale));
+        std::vector<int32_t> idv;
+        for (int64_t j = 0; j < 3; ++j)
+          for (int64_t t = 0; t < n; ++t)
+            idv.push_back(static_cast<int32_t>(j == 0 ? t : j == 1 ? V - 1 : t * 7919 % V));
+        auto ids = c.i32({n, 3}, idv);
+        auto lp = c.out({n, 3});
+        c.cpu().token_logprobs(l.cpu, ids.cpu, lp.cpu), c.gpu().token_logprobs(l.gpu, ids.gpu, lp.gpu);
+        c.report("token_logprobs V=" + std::to_string(V) + " n=" + std::to_string(n) + " scale " +
+                     std::to_string(static_cast<int>(scale)),
+                 c.rel_err(lp), 1e-6);
+      }
+
   // sample_rows against the CPU's penalise_row + draw_from_row on the same logits and
   // draws: four rows of different settings, eight draws each, every other draw with
   // penalties on three rows over windows of the row's best tokens (repeats, one window
