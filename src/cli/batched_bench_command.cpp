@@ -101,7 +101,8 @@ Run run_once(Model& model, Backend& backend, int n_seq, int64_t n_prompt, int64_
                                    ++finished;
                                    end = Clock::now();
                                    cv.notify_all();
-                                 }});
+                                 },
+                                 {}});
   }
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return finished == n_seq; });
@@ -143,7 +144,8 @@ FirstToken first_token(Engine& engine, std::vector<int32_t> prompt, int64_t n_ge
                                  out.cached = stats.cached_tokens;
                                  done = true;
                                  cv.notify_all();
-                               }});
+                               },
+                               {}});
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return done; });
   if (!first) throw std::runtime_error("batched-bench: no token generated");
@@ -225,7 +227,7 @@ void decode_beside_prefill(Model& model, Backend& backend, int64_t n_prompt, con
                                  cv.notify_all();
                                  return !first || ++after_first < kAfter;
                                },
-                               finish});
+                               finish, {}});
   {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return times.size() >= kBefore || finished > 0; });
@@ -240,7 +242,7 @@ void decode_beside_prefill(Model& model, Backend& backend, int64_t n_prompt, con
                                  if (!first) first = Clock::now();
                                  return true;
                                },
-                               finish});
+                               finish, {}});
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return finished == 2; });
   if (!first) throw std::runtime_error("batched-bench: the prompt gave no token");

@@ -26,10 +26,7 @@ double seconds(Clock::time_point from, Clock::time_point to) {
 
 // Log-softmax of the chosen token and the k most likely, from a logits row.
 void fill_logprobs(std::span<const float> logits, int k, TokenEvent& ev) {
-  const float max = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
-  const double log_z = max + std::log(sum);
+  const double log_z = row_log_z(logits);
   ev.logprob = static_cast<float>(logits[ev.token] - log_z);
   if (k <= 0) return;
   std::vector<Candidate> top;
@@ -72,6 +69,8 @@ struct Engine::Impl {
     if (cache) cache->reserve(backend, slots.front().seq);  // a fresh server's first prompts do not pay for it
     next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
     row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, o.n_parallel});
+    score_ids = backend.alloc_persistent(DType::I32, {2 * o.step_tokens});  // a step has at most step_tokens rows
+    score_out = backend.alloc_persistent(DType::F32, {2 * o.step_tokens});
     if (o.warm_up_tokens > 0) warm_up(o.warm_up_tokens);
     thread = std::thread([this] { run(); });
   }
@@ -118,7 +117,8 @@ struct Engine::Impl {
                                   std::to_string(options.n_ctx) + " (prompt and reply together)");
     for (int32_t t : request.prompt)
       if (t < 0 || t >= model.n_vocab()) throw std::invalid_argument("token id " + std::to_string(t) + " out of range");
-    if (request.max_tokens < 1) throw std::invalid_argument("max_tokens must be at least 1");
+    if (request.max_tokens < (request.prompt_logprobs ? 0 : 1))
+      throw std::invalid_argument("max_tokens must be at least 1 (0 only when scoring the prompt)");
     if (request.top_logprobs > 20) throw std::invalid_argument("top_logprobs must be at most 20");
     auto r = std::make_unique<Request>();
     r->sampler = std::make_unique<Sampler>(request.sampling);
@@ -207,7 +207,7 @@ struct Engine::Impl {
     s.admitted_order = ++admissions;
     // Leave at least the last prompt token to compute: its logits start the reply.
     int64_t cached = 0;
-    if (cache) cached = cache->restore(backend, prompt, s.prompt_len - 1, s.seq);
+    if (cache && !r->options.prompt_logprobs) cached = cache->restore(backend, prompt, s.prompt_len - 1, s.seq);
     else s.seq.reset(backend);
     r->stats.cached_tokens = cached;
     for (int32_t t : prompt) r->sampler->accept(t);
@@ -230,24 +230,28 @@ struct Engine::Impl {
     });
     std::vector<SequenceChunk> chunks;
     std::vector<Slot*> members;
+    std::vector<bool> replies;  // per member: its last output row draws the request's next token
     int64_t budget = options.step_tokens;
     for (Slot* s : order) {
       const int64_t p = s->seq.n_past;
+      const bool scores = s->prefilling() && s->request->options.prompt_logprobs;
       int64_t end = p + 1;
       if (s->prefilling()) {
         // A chunk never crosses a block boundary, so every prompt is cut at the same
         // positions whether or not a prefix was restored: identical arithmetic.
         const int64_t block = options.prefix_block;
         end = std::min(s->prompt_len, (p / block + 1) * block);
+        if (scores) end = std::min(end, p + kScoredRows);
       }
       const int64_t n = end - p;
       if (n > budget) break;
       budget -= n;
-      const bool wants_logits = !s->prefilling() || end == s->prompt_len;
+      const bool reply = (!s->prefilling() || end == s->prompt_len) && s->request->options.max_tokens > 0;
       chunks.push_back({&s->seq,
                         std::span<const int32_t>(s->tokens).subspan(static_cast<size_t>(p), static_cast<size_t>(n)),
-                        wants_logits ? 1 : 0});
+                        scores ? n : reply ? 1 : 0});
       members.push_back(s);
+      replies.push_back(reply);
     }
     if (members.size() == order.size() && decodes_on_backend(members)) {
       try {
@@ -260,25 +264,42 @@ struct Engine::Impl {
     const int64_t V = model.n_vocab();
     // Output rows whose request the backend samples (greedy or top-k, penalties but
     // no DRY, processors or logprobs) take their token from the backend: 4 bytes read
-    // instead of the row's n_vocab floats, and no pass over them on the host.
+    // instead of the row's n_vocab floats, and no pass over them on the host. So do the
+    // rows of a scored prompt whose logprobs the backend computes (scored.token).
     std::vector<Request*> drawn;  // per output row: its request when drawn on the backend, else null
+    std::vector<bool> host_row;   // per output row: the host reads it (unless drawn and picked)
+    BackendScores scored;
     for (size_t i = 0; i < members.size(); ++i) {
-      Request* r = members[i]->request.get();
-      if (chunks[i].n_out > 0) drawn.push_back(draws_on_backend(*r) ? r : nullptr);
+      const Slot& s = *members[i];
+      Request* r = s.request.get();
+      const bool scoring = r->options.prompt_logprobs && s.prefilling();
+      for (int64_t j = 0; j < chunks[i].n_out; ++j) {
+        const bool reply_row = replies[i] && j + 1 == chunks[i].n_out;
+        const int64_t next = s.seq.n_past + j + 1;  // the prompt position a scoring row predicts
+        const bool scores = scoring && next < s.prompt_len;
+        drawn.push_back(reply_row && draws_on_backend(*r) ? r : nullptr);
+        scored.token.push_back(scores && scores_on_backend(*r) ? s.tokens[static_cast<size_t>(next)] : -1);
+        host_row.push_back((reply_row && !drawn.back()) || (scores && scored.token.back() < 0));
+      }
     }
     const int64_t n_out = static_cast<int64_t>(drawn.size());
     const auto n_picked = std::count_if(drawn.begin(), drawn.end(), [](const Request* r) { return r != nullptr; });
     std::vector<int32_t> picked;
     try {
       const Tensor* params = n_picked > 0 ? write_row_params(drawn, false) : nullptr;
+      if (scored.any()) write_scored_tokens(scored);
       Tensor logits = model.forward_batch(chunks);
       host_logits.resize(static_cast<size_t>(n_out * V));
       if (n_picked > 0) picked = backend_picks(backend, logits, params);
+      if (scored.any()) read_backend_scores(logits, scored);
+      for (int64_t r = 0; r < n_out && n_picked > 0; ++r)  // rows whose draw the backend declined (left penalised)
+        if (drawn[r] && picked[r] < 0) host_row[r] = true;
       const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
-      if (n_picked == 0 && n_out > 0) backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
-      else  // the host's rows, and rows whose draw the backend declined (left penalised)
+      if (std::all_of(host_row.begin(), host_row.end(), [](bool b) { return b; }))
+        backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
+      else
         for (int64_t r = 0; r < n_out; ++r)
-          if (!drawn[r] || picked[r] < 0) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
+          if (host_row[r]) backend.read(logits, host_logits.data() + r * V, row_bytes, r * row_bytes);
     } catch (const std::exception& e) {
       for (Slot* s : members) finish(*s, FinishReason::Error, e.what());
       return;
@@ -286,14 +307,25 @@ struct Engine::Impl {
     int64_t row = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       Slot& s = *members[i];
+      const int64_t n_rows = chunks[i].n_out;
+      const auto row_at = [&](int64_t r) {
+        return std::span<float>(host_logits).subspan(static_cast<size_t>(r * V), static_cast<size_t>(V));
+      };
       store_prefix(s);
-      if (chunks[i].n_out == 0) continue;
-      const std::span<float> row_logits =
-          std::span<float>(host_logits).subspan(static_cast<size_t>(row * V), static_cast<size_t>(V));
-      if (drawn[row] && picked[row] >= 0) take(s, picked[row], {});
-      else if (drawn[row]) take(s, draw_from_row(row_logits, drawn_params[row]), {});  // declined, read above
-      else sample(s, row_logits);
-      ++row;
+      const int64_t start = s.seq.n_past - static_cast<int64_t>(chunks[i].tokens.size());
+      if (s.request->options.prompt_logprobs && start < s.prompt_len) score_prompt(s, start, row, n_rows, scored);
+      row += n_rows;
+      if (!replies[i]) {
+        if (s.request->options.max_tokens == 0 && s.seq.n_past == s.prompt_len) {
+          note_first_token(*s.request);
+          finish(s, FinishReason::Length, "");
+        }
+        continue;
+      }
+      const int64_t r = row - 1;
+      if (drawn[r] && picked[r] >= 0) take(s, picked[r], {});
+      else if (drawn[r]) take(s, draw_from_row(row_at(r), drawn_params[r]), {});  // declined, read above
+      else sample(s, row_at(r));
     }
     if (cache) {
       std::lock_guard lock(mu);
@@ -407,10 +439,72 @@ struct Engine::Impl {
   // rows (PrefixCache), so short blocks do not all get one.
   void store_prefix(const Slot& s) {
     const int64_t past = s.seq.n_past, block = options.prefix_block;
-    if (!cache || past % block != 0) return;
+    if (!cache || past % block != 0 || s.request->options.prompt_logprobs) return;
     const bool checkpoint = past % std::max(block, options.prefix_checkpoint_tokens) < block ||
                             (past <= s.prompt_len && s.prompt_len - past < block);
     cache->store(backend, std::span<const int32_t>(s.tokens).first(static_cast<size_t>(past)), s.seq, checkpoint);
+  }
+
+  // ---- scoring prompts -----------------------------------------------------------
+  // A scored prompt's logprobs come from the backend (token_logprobs) when they need no
+  // more than the top-1, which is the row's argmax: two floats and an id a row are read
+  // instead of n_vocab floats, and the rows' log-sum-exps run on the device.
+  struct BackendScores {
+    std::vector<int32_t> token;  // per output row: the prompt token it scores on the backend, or -1
+    std::vector<float> logprob;  // {n_out, 2}: each row's logprob of its token, then of its best
+    std::vector<int32_t> best;   // per output row: its argmax
+    bool any() const {
+      return std::any_of(token.begin(), token.end(), [](int32_t t) { return t >= 0; });
+    }
+  };
+
+  bool scores_on_backend(const Request& r) const { return r.options.top_logprobs <= 1; }
+
+  // Before the pass, as write_row_params.
+  void write_scored_tokens(const BackendScores& scored) {
+    std::vector<int32_t> ids(scored.token);
+    for (int32_t& t : ids) t = std::max(t, 0);  // rows that score nothing: any valid id
+    backend.write(score_ids, ids.data(), ids.size() * sizeof(int32_t));
+  }
+
+  // The rows' argmax goes after their tokens in score_ids, so one token_logprobs call
+  // takes both.
+  void read_backend_scores(const Tensor& logits, BackendScores& scored) {
+    const int64_t n_out = static_cast<int64_t>(scored.token.size());
+    Tensor ids = score_ids, best = score_ids, out = score_out;
+    ids.ne[0] = n_out, ids.ne[1] = 2;
+    best.ne[0] = n_out;
+    best.data = static_cast<int32_t*>(score_ids.data) + n_out;
+    out.ne[0] = n_out, out.ne[1] = 2;
+    backend.argmax(logits, best);
+    backend.token_logprobs(logits, ids, out);
+    scored.logprob.resize(static_cast<size_t>(2 * n_out));
+    scored.best.resize(static_cast<size_t>(n_out));
+    backend.read(out, scored.logprob.data(), scored.logprob.size() * sizeof(float));
+    backend.read(best, scored.best.data(), scored.best.size() * sizeof(int32_t));
+  }
+
+  // A scoring request's chunk of n_rows tokens from position `start`, whose rows begin
+  // at output row `row`: each row's logprob of the prompt token after it, while there
+  // is one, from the backend (scored) or from the row read to the host.
+  void score_prompt(Slot& s, int64_t start, int64_t row, int64_t n_rows, const BackendScores& scored) {
+    Request& r = *s.request;
+    const size_t V = static_cast<size_t>(model.n_vocab()), n_out = scored.token.size();
+    std::vector<TokenEvent> events;
+    for (int64_t j = 0; j < n_rows && start + j + 1 < s.prompt_len; ++j) {
+      const size_t at = static_cast<size_t>(row + j);
+      TokenEvent ev;
+      ev.token = s.tokens[static_cast<size_t>(start + j + 1)];
+      if (scored.token[at] >= 0) {
+        ev.logprob = scored.logprob[at];
+        if (r.options.top_logprobs == 1) ev.top.push_back({scored.best[at], scored.logprob[n_out + at]});
+      } else {
+        fill_logprobs(std::span<const float>(host_logits).subspan(at * V, V), std::max(r.options.top_logprobs, 0),
+                      ev);
+      }
+      events.push_back(std::move(ev));
+    }
+    if (!events.empty() && r.callbacks.on_prompt) r.callbacks.on_prompt(events);
   }
 
   bool draws_on_backend(const Request& r) const {
@@ -510,6 +604,7 @@ struct Engine::Impl {
   std::vector<float> host_logits;
   Tensor next_ids;               // I32 {n_parallel}: the tokens of the step in flight
   Tensor row_params;             // I32 {kRowSamplingWords, n_parallel}: RowSampling per output row of a step
+  Tensor score_ids, score_out;   // I32 / F32 {2 · rows}: BackendScores' tokens and argmax, and their logprobs
   std::vector<RowSampling> drawn_params;  // what write_row_params wrote, for a declined row's draw on the host
   std::unique_ptr<Ahead> ahead;  // the step in flight, whose tokens are not read yet
   uint64_t admissions = 0;

@@ -55,12 +55,21 @@ class LogitsProcessor {
   virtual void accept(int32_t token) = 0;
 };
 
+// The most prompt positions whose logits one step of a scoring request computes.
+inline constexpr int64_t kScoredRows = 128;
+
 struct RequestOptions {
   std::vector<int32_t> prompt;  // at least one token; prompt.size() < n_ctx
   SamplerParams sampling;
-  int64_t max_tokens = 256;     // capped by the context left
+  int64_t max_tokens = 256;     // capped by the context left; 0 only with prompt_logprobs (scoring alone)
   std::vector<int32_t> eog_ids; // sampling one ends the request; it is not streamed
   int top_logprobs = -1;        // -1: no logprobs; 0: the chosen token's; k (<= 20): and the k most likely
+  // Scoring: also every prompt token's logprob after the first, given the tokens before
+  // it, with max(top_logprobs, 0) alternatives (RequestCallbacks::on_prompt). Such a
+  // prompt is computed whole, in chunks of at most kScoredRows tokens (each row is
+  // n_vocab floats), so it neither resumes from nor fills the prefix cache, whose
+  // states come from block-sized chunks.
+  bool prompt_logprobs = false;
   std::vector<std::unique_ptr<LogitsProcessor>> processors;  // applied in order
 };
 
@@ -99,6 +108,9 @@ struct RequestCallbacks {
   std::function<bool(const TokenEvent&)> on_token;
   // Exactly once, last. `error` is empty unless reason is Error.
   std::function<void(FinishReason reason, const RequestStats& stats, const std::string& error)> on_finish;
+  // With prompt_logprobs: prompt tokens 1 .. n - 1 in order, over one call per chunk,
+  // all before the first on_token. The logprobs are the model's own (no processors).
+  std::function<void(std::span<const TokenEvent>)> on_prompt;
 };
 
 struct EngineOptions {

@@ -115,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, BatchedForward, ::testing::Values("qwen35moe", "
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  std::vector<TokenEvent> prompt;  // on_prompt's events
   FinishReason reason = FinishReason::Error;
   RequestStats stats;
 };
@@ -135,6 +136,11 @@ class Collector {
               out_.stats = s;
               done_ = true;
               cv_.notify_all();
+            },
+            [this](std::span<const TokenEvent> events) {
+              std::lock_guard lock(mu_);
+              EXPECT_TRUE(out_.tokens.empty()) << "a prompt's logprobs after a generated token";
+              out_.prompt.insert(out_.prompt.end(), events.begin(), events.end());
             }};
   }
   Outcome wait() {
@@ -504,6 +510,73 @@ TEST_P(EngineTest, BurstFillsSlotsBeforeTheQueue) {
   EXPECT_THROW(engine.submit(request(prompt, 0, 1000), extra.callbacks()), QueueFull);
   for (uint64_t id : ids) engine.cancel(id);
   for (auto& c : cs) c->wait();
+}
+
+// A scoring request (prompt_logprobs) reports every prompt token after the first with
+// the log-softmax of the position before it, as one forward pass over the whole prompt
+// gives them, though the engine computes it in pieces of kScoredRows beside another
+// request; it then replies as an ordinary request does, or ends at once with max_tokens
+// 0. It neither stores into the prefix cache nor resumes from it. Its top-1 alone comes
+// from the backend's token_logprobs, with the bits of the host's log-softmax.
+TEST_P(EngineTest, ScoringReportsEveryPromptToken) {
+  Loaded l = load(GetParam(), "tiny");
+  Model& m = *l.model;
+  const auto prompt = make_prompt(m, 300, 9);  // a whole block of 256 and pieces of 128, 128 and 44
+  const int64_t n = static_cast<int64_t>(prompt.size()), V = m.n_vocab();
+  SequenceState seq = m.new_sequence(400);
+  const std::vector<float> logits = read_all(*l.backend, m.forward(seq, prompt, n));
+  EngineOptions opt = engine_options(2, 400, 256, 260, 64 << 20);
+  Engine engine(m, *l.backend, opt);
+  RequestOptions scored = request(prompt, 0, 4);
+  scored.prompt_logprobs = true;
+  scored.top_logprobs = 3;
+  Collector c, beside;
+  engine.submit(request(make_prompt(m, 150, 4), 0, 6), beside.callbacks());
+  engine.submit(std::move(scored), c.callbacks());
+  const Outcome o = c.wait();
+  beside.wait();
+  EXPECT_EQ(engine.metrics().prefix_cache_entries, 0) << "the scored prompt stored its block";
+  ASSERT_EQ(static_cast<int64_t>(o.prompt.size()), n - 1);
+  for (int64_t q = 0; q + 1 < n; ++q) {
+    const float* row = logits.data() + q * V;
+    const float max = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+    const double log_z = max + std::log(sum);
+    const TokenEvent& ev = o.prompt[static_cast<size_t>(q)];
+    ASSERT_EQ(ev.token, prompt[static_cast<size_t>(q + 1)]);
+    EXPECT_NEAR(ev.logprob, row[ev.token] - log_z, 1e-4) << "position " << q;
+    ASSERT_EQ(ev.top.size(), 3u);
+    EXPECT_EQ(ev.top[0].id, std::max_element(row, row + V) - row) << "position " << q;
+    EXPECT_NEAR(ev.top[0].logprob, max - log_z, 1e-4);
+    EXPECT_GE(ev.top[0].logprob, ev.top[1].logprob);
+    EXPECT_GE(ev.top[1].logprob, ev.top[2].logprob);
+  }
+  Collector plain;
+  engine.submit(request(prompt, 0, 4), plain.callbacks());
+  const Outcome reference = plain.wait();
+  EXPECT_EQ(o.reason, FinishReason::Length);
+  EXPECT_EQ(o.tokens, reference.tokens);
+  EXPECT_GT(engine.metrics().prefix_cache_entries, 0);  // the plain request's block
+
+  RequestOptions alone = request(prompt, 0, 0);  // the top-1 only: computed by Backend::token_logprobs
+  alone.prompt_logprobs = true;
+  alone.top_logprobs = 1;
+  Collector c0;
+  engine.submit(std::move(alone), c0.callbacks());
+  const Outcome o0 = c0.wait();
+  EXPECT_EQ(o0.reason, FinishReason::Length);
+  EXPECT_EQ(o0.stats.cached_tokens, 0);
+  EXPECT_TRUE(o0.tokens.empty());
+  ASSERT_EQ(o0.prompt.size(), o.prompt.size());
+  for (size_t q = 0; q < o0.prompt.size(); ++q) {
+    EXPECT_EQ(o0.prompt[q].logprob, o.prompt[q].logprob) << "position " << q;
+    ASSERT_EQ(o0.prompt[q].top.size(), 1u);
+    EXPECT_EQ(o0.prompt[q].top[0].id, o.prompt[q].top[0].id) << "position " << q;
+    EXPECT_EQ(o0.prompt[q].top[0].logprob, o.prompt[q].top[0].logprob) << "position " << q;
+  }
+  Collector refused;
+  EXPECT_THROW(engine.submit(request(prompt, 0, 0), refused.callbacks()), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineTest, ::testing::Values("qwen35moe", "llama"));

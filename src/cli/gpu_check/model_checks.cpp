@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "cli/gpu_check/checker.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
 
@@ -301,6 +303,45 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     const auto got = read_logits(*gpu, m_gpu->forward(restored, next, 8));
     c.report(preset + " prefix cache, blocks of " + std::to_string(block) + ", restored at once != the original",
              resumed != 4 * block || std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0, 0);
+  }
+
+  // Scoring a prompt in the serving engine (RequestOptions::prompt_logprobs) on the
+  // device: 300 tokens in pieces of kScoredRows, the top-1 alone from token_logprobs
+  // and the top-3 from rows read to the host, beside each other in one engine. Both
+  // see the same logits, so their logprobs may differ only by the log-sum-exp's order
+  // of addition, and their best tokens not at all.
+  {
+    EngineOptions eo;
+    eo.n_parallel = 2, eo.n_ctx = 512, eo.prefix_block = 256, eo.step_tokens = 300, eo.prefix_cache_bytes = 0;
+    Engine engine(*m_gpu, *gpu, eo);
+    const auto p = tokens(300);
+    std::vector<std::vector<TokenEvent>> events(2);
+    std::vector<std::promise<void>> done(2);
+    for (int i = 0; i < 2; ++i) {
+      RequestOptions r;
+      r.prompt = p;
+      r.max_tokens = 0;
+      r.prompt_logprobs = true;
+      r.top_logprobs = i == 0 ? 1 : 3;
+      RequestCallbacks cb;
+      cb.on_finish = [&done, i](FinishReason, const RequestStats&, const std::string&) { done[i].set_value(); };
+      cb.on_prompt = [&events, i](std::span<const TokenEvent> e) {
+        events[i].insert(events[i].end(), e.begin(), e.end());
+      };
+      engine.submit(std::move(r), std::move(cb));
+    }
+    for (auto& d : done) d.get_future().wait();
+    double worst = events[0].size() == p.size() - 1 && events[1].size() == p.size() - 1 ? 0 : INFINITY;
+    int best_differs = 0;
+    for (size_t q = 0; q < std::min(events[0].size(), events[1].size()); ++q) {
+      const TokenEvent &a = events[0][q], &b = events[1][q];
+      worst = std::max({worst, std::fabs(static_cast<double>(a.logprob) - b.logprob),
+                        std::fabs(static_cast<double>(a.top.at(0).logprob) - b.top.at(0).logprob)});
+      best_differs += a.top.at(0).id != b.top.at(0).id;
+    }
+    c.report(preset + " engine scoring: token_logprobs' top-1 vs the rows read to the host (max |logprob diff|)",
+             worst, 1e-5);
+    c.report(preset + " engine scoring: token_logprobs' best tokens != the host's (rows)", best_differs, 0);
   }
 
   // Sliding windows' KV rings (blocks::kv_cache_rows) wrapped many times: a 300-token
