@@ -73,14 +73,14 @@ GenerationParams parse_generation(const Json& body, const ServerDefaults& d) {
   if (auto model = string(body, "model"); model && *model != d.model_id)
     throw ApiError(404, "The model '" + *model + "' does not exist; this server serves '" + d.model_id + "'", "model",
                    "model_not_found");
-  if (auto n = integer(body, "n", 1, 128); n && *n != 1) bad("n", "only n = 1 is supported");
   GenerationParams g;
+  g.n = integer(body, "n", 1, kMaxChoices).value_or(1);
   SamplerParams& s = g.sampling;
   s = d.sampling;
   // max_completion_tokens is the newer name; either caps the reply. Beyond the
   // context it is capped there (finish_reason "length").
-  if (auto n = integer(body, "max_tokens", 1, INT64_MAX)) g.max_tokens = n;
-  if (auto n = integer(body, "max_completion_tokens", 1, INT64_MAX)) g.max_tokens = n;
+  if (auto n = integer(body, "max_tokens", 0, INT64_MAX)) g.max_tokens = n;
+  if (auto n = integer(body, "max_completion_tokens", 0, INT64_MAX)) g.max_tokens = n;
   g.stop = string_list(body, "stop", 16);
   if (auto t = number(body, "temperature", 0, 2)) s.temperature = static_cast<float>(*t);
   if (auto p = number(body, "top_p", 0, 1)) s.top_p = static_cast<float>(*p);
@@ -236,11 +236,57 @@ void parse_response_format(const Json& body, ChatRequest& r) {
   r.schema = *schema;
 }
 
+// Checks what depends on the whole request: max_tokens 0 (scoring, with echo only)
+// and streaming (one choice).
+void check_choices(const GenerationParams& g, size_t prompts, bool echo) {
+  if (g.max_tokens == 0 && !echo) bad("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo')");
+  if (g.stream && (g.n > 1 || prompts > 1))
+    bad(g.n > 1 ? "n" : "prompt", "a stream carries one choice: n = 1 and one prompt");
+  if (g.n * static_cast<int64_t>(prompts) > kMaxChoices)
+    bad("n", "n times the prompts must be at most " + std::to_string(kMaxChoices));
+}
+
+// A prompt of token ids.
+CompletionPrompt token_prompt(const Json& ids) {
+  CompletionPrompt p;
+  for (const Json& t : ids) {
+    if (!t.is_number_integer()) bad("prompt", "a prompt of token ids must hold only integers");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) bad("prompt", "token id out of range");
+    p.tokens.push_back(static_cast<int32_t>(id));
+  }
+  if (p.tokens.empty()) bad("prompt", "a prompt must not be empty");
+  return p;
+}
+
+// A string, an array of token ids, or an array of prompts (strings or arrays of ids).
+std::vector<CompletionPrompt> parse_prompts(const Json* p) {
+  if (!p) bad("prompt", "'prompt' is required");
+  const auto text = [](const Json& s) {
+    if (s.get_ref<const std::string&>().empty()) bad("prompt", "a prompt must not be empty");
+    return CompletionPrompt{s.get<std::string>(), {}};
+  };
+  if (p->is_string()) return {text(*p)};
+  if (!p->is_array() || p->empty())
+    bad("prompt", "'prompt' must be a string, an array of token ids, or an array of such prompts");
+  if ((*p)[0].is_number_integer()) return {token_prompt(*p)};
+  if (p->size() > static_cast<size_t>(kMaxChoices))
+    bad("prompt", "at most " + std::to_string(kMaxChoices) + " prompts");
+  std::vector<CompletionPrompt> out;
+  for (const Json& one : *p) {
+    if (one.is_string()) out.push_back(text(one));
+    else if (one.is_array()) out.push_back(token_prompt(one));
+    else bad("prompt", "each prompt must be a string or an array of token ids");
+  }
+  return out;
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(const Json& body, const ServerDefaults& d) {
   ChatRequest r;
   r.gen = parse_generation(body, d);
+  check_choices(r.gen, 1, false);
   if (auto lp = boolean(body, "logprobs"); lp && *lp) r.gen.top_logprobs = 0;
   if (auto k = integer(body, "top_logprobs", 0, 20)) {
     if (r.gen.top_logprobs < 0) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
@@ -269,26 +315,10 @@ CompletionRequest parse_completion_request(const Json& body, const ServerDefault
   CompletionRequest r;
   r.gen = parse_generation(body, d);
   if (auto k = integer(body, "logprobs", 0, 20)) r.gen.top_logprobs = static_cast<int>(*k);
-  if (boolean(body, "echo").value_or(false)) bad("echo", "'echo' is not supported");
+  r.echo = boolean(body, "echo").value_or(false);
   if (find(body, "suffix")) bad("suffix", "'suffix' is not supported");
-  const Json* p = find(body, "prompt");
-  if (!p) bad("prompt", "'prompt' is required");
-  // A string, an array of one string, or an array of token ids.
-  const Json* one = p;
-  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) one = &(*p)[0];
-  if (one->is_string()) {
-    r.prompt_text = one->get<std::string>();
-    if (r.prompt_text->empty()) bad("prompt", "'prompt' must not be empty");
-  } else if (p->is_array() && !p->empty()) {
-    for (const Json& t : *p) {
-      if (!t.is_number_integer()) bad("prompt", "'prompt' must be a string or an array of token ids (one prompt only)");
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id > INT32_MAX) bad("prompt", "token id out of range");
-      r.prompt_tokens.push_back(static_cast<int32_t>(id));
-    }
-  } else {
-    bad("prompt", "'prompt' must be a non-empty string or an array of token ids (one prompt only)");
-  }
+  r.prompts = parse_prompts(find(body, "prompt"));
+  check_choices(r.gen, r.prompts.size(), r.echo);
   return r;
 }
 

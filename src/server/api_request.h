@@ -25,10 +25,15 @@ struct ServerDefaults {
   int64_t thinking_budget = -1;         // -1: unlimited
 };
 
+// The most choices a response may ask for (n times the prompts): each is a request of
+// the engine's, and the engine's queue limit applies to them together.
+inline constexpr int64_t kMaxChoices = 128;
+
 struct GenerationParams {
   SamplerParams sampling;
   bool seed_given = false;
-  std::optional<int64_t> max_tokens;  // unset: until the context is full
+  std::optional<int64_t> max_tokens;  // unset: until the context is full; 0 only for echo's scoring
+  int64_t n = 1;                       // choices per prompt; choice k samples with seed + k
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -57,10 +62,18 @@ struct ChatRequest {
   std::optional<std::string> reasoning_effort;  // low, medium or high (harmony templates)
 };
 
+// One prompt of a completion request: text, or token ids.
+struct CompletionPrompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> tokens;
+};
+
 struct CompletionRequest {
   GenerationParams gen;
-  std::optional<std::string> prompt_text;
-  std::vector<int32_t> prompt_tokens;  // when the prompt is given as token ids
+  std::vector<CompletionPrompt> prompts;  // at least one; choices n per prompt, in prompt order
+  // The prompt's text before the reply's, and with logprobs each prompt token's logprob
+  // (the first null): scoring, as lm-evaluation-harness's loglikelihood asks.
+  bool echo = false;
 };
 
 ChatRequest parse_chat_request(const Json& body, const ServerDefaults& defaults);

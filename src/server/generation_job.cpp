@@ -51,12 +51,15 @@ std::vector<int32_t> breaker_tokens(const GenerationParams& g, const text::Token
   return ids;
 }
 
-GenerationJob common_job(const GenerationParams& g, const JobContext& c, const char* id_prefix, bool chat) {
+// Choice k of a response.
+GenerationJob common_job(const GenerationParams& g, const JobContext& c, const ReplyMeta& meta, bool chat,
+                         int64_t k) {
   GenerationJob job;
   job.chat = chat;
-  job.meta = {id_prefix + random_id(), static_cast<int64_t>(std::time(nullptr)), c.model_id};
+  job.meta = meta;
+  job.first_of_prompt = k == 0;
   job.request.sampling = g.sampling;
-  if (!g.seed_given) job.request.sampling.seed = random_seed();
+  job.request.sampling.seed = g.seed_given ? g.sampling.seed + static_cast<uint64_t>(k) : random_seed();
   if (g.sampling.dry_multiplier > 0) job.request.sampling.dry_breakers = breaker_tokens(g, c.tokenizer);
   job.request.max_tokens = g.max_tokens.value_or(c.n_ctx);  // the engine caps it by the context left
   job.request.eog_ids = c.eog_ids;
@@ -163,10 +166,13 @@ std::unique_ptr<LogitsProcessor> harmony_reply_processor(std::shared_ptr<const t
   return text::make_grammar_processor(std::move(grammar), c.tokenizer, std::move(end), std::move(tags));
 }
 
-}  // namespace
+ReplyMeta new_meta(const char* id_prefix, const JobContext& c) {
+  return {id_prefix + random_id(), static_cast<int64_t>(std::time(nullptr)), c.model_id};
+}
 
-GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c) {
-  GenerationJob job = common_job(r.gen, c, "chatcmpl-", true);
+GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c,
+                            const ReplyMeta& meta, int64_t k) {
+  GenerationJob job = common_job(r.gen, c, meta, true, k);
   job.request.prompt = c.tokenizer.encode(prompt.text, /*parse_special=*/true, /*add_bos=*/false);
   const bool thinks = prompt.in_reasoning || prompt.may_open;  // never for harmony: it has no <think>
   job.reply.harmony = prompt.harmony;
@@ -195,16 +201,34 @@ GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, cons
   return job;
 }
 
-GenerationJob make_completion_job(const CompletionRequest& r, const JobContext& c) {
-  GenerationJob job = common_job(r.gen, c, "cmpl-", false);
-  if (r.prompt_text) {
-    job.request.prompt = c.tokenizer.encode(*r.prompt_text, /*parse_special=*/true);
-  } else {
-    for (int32_t t : r.prompt_tokens)
+}  // namespace
+
+std::vector<GenerationJob> make_chat_jobs(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c) {
+  const ReplyMeta meta = new_meta("chatcmpl-", c);
+  std::vector<GenerationJob> jobs;
+  for (int64_t k = 0; k < r.gen.n; ++k) jobs.push_back(make_chat_job(r, prompt, c, meta, k));
+  return jobs;
+}
+
+std::vector<GenerationJob> make_completion_jobs(const CompletionRequest& r, const JobContext& c) {
+  const ReplyMeta meta = new_meta("cmpl-", c);
+  std::vector<GenerationJob> jobs;
+  for (const CompletionPrompt& p : r.prompts) {
+    std::vector<int32_t> ids = p.tokens;
+    if (p.text) ids = c.tokenizer.encode(*p.text, /*parse_special=*/true);
+    for (int32_t t : ids)
       if (t >= c.tokenizer.n_vocab()) throw ApiError(400, "token id " + std::to_string(t) + " out of range", "prompt");
-    job.request.prompt = r.prompt_tokens;
+    for (int64_t k = 0; k < r.gen.n; ++k) {
+      GenerationJob job = common_job(r.gen, c, meta, false, k);
+      job.request.prompt = ids;
+      job.echo = r.echo;
+      if (r.echo) job.echo_text = p.text ? *p.text : c.tokenizer.decode(ids);
+      // Scoring alone (max_tokens 0) needs the engine's scoring path even without logprobs.
+      job.request.prompt_logprobs = r.echo && (r.gen.top_logprobs >= 0 || job.request.max_tokens == 0);
+      jobs.push_back(std::move(job));
+    }
   }
-  return job;
+  return jobs;
 }
 
 }  // namespace zinc::server

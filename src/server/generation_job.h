@@ -16,12 +16,18 @@
 
 namespace zinc::server {
 
+// One choice of a response: one engine request.
 struct GenerationJob {
   RequestOptions request;
   ReplyOptions reply;
-  ReplyMeta meta;
+  ReplyMeta meta;  // the same for every choice of a response
   bool chat = true;
   bool stream = false, include_usage = false, logprobs = false;
+  bool first_of_prompt = true;  // the usage counts each prompt once, at its first choice
+  // echo: the prompt's text comes first in the reply, with logprobs each prompt token's
+  // (request.prompt_logprobs).
+  bool echo = false;
+  std::string echo_text;
 };
 
 // The model facts a job needs; they must outlive the jobs made from them.
@@ -32,8 +38,10 @@ struct JobContext {
   std::string model_id;
 };
 
-// Throw ApiError 400 for what the tokenizer or the grammar cannot take.
-GenerationJob make_chat_job(const ChatRequest& request, const ChatPrompt& prompt, const JobContext& context);
-GenerationJob make_completion_job(const CompletionRequest& request, const JobContext& context);
+// A job per choice, in the response's order. Throw ApiError 400 for what the tokenizer
+// or the grammar cannot take.
+std::vector<GenerationJob> make_chat_jobs(const ChatRequest& request, const ChatPrompt& prompt,
+                                          const JobContext& context);
+std::vector<GenerationJob> make_completion_jobs(const CompletionRequest& request, const JobContext& context);
 
 }  // namespace zinc::server

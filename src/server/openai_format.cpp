@@ -28,10 +28,10 @@ Json text_logprobs(const std::vector<TokenLogprobs>& lps, size_t offset) {
   Json tokens = Json::array(), logprobs = Json::array(), top = Json::array(), offsets = Json::array();
   for (const TokenLogprobs& lp : lps) {
     tokens.push_back(lp.chosen.text);
-    logprobs.push_back(lp.chosen.logprob);
+    logprobs.push_back(lp.predicted ? Json(lp.chosen.logprob) : Json(nullptr));
     Json alts = Json::object();
     for (const auto& alt : lp.top) alts[alt.text] = alt.logprob;
-    top.push_back(alts);
+    top.push_back(lp.predicted ? alts : Json(nullptr));
     offsets.push_back(offset);
     offset += lp.chosen.text.size();
   }
@@ -71,8 +71,12 @@ void Reply::add(ReplyDelta d) {
   for (auto& lp : d.logprobs) logprobs.push_back(std::move(lp));
 }
 
-Json chat_completion(const ReplyMeta& meta, const Reply& reply, const std::string& finish_reason,
-                     const RequestStats& stats, bool logprobs) {
+namespace {
+
+Json chat_choice(const ReplyMeta& meta, const Choice& c, size_t index, bool logprobs) {
+  const Reply& reply = c.reply;
+  // Tool call ids stay unique across the choices.
+  const std::string call_prefix = index == 0 ? meta.id : meta.id + "-" + std::to_string(index);
   Json message = {{"role", "assistant"}};
   // With tool calls, whitespace between them is not an answer.
   const bool blank = reply.content.find_first_not_of(" \t\r\n") == std::string::npos;
@@ -81,15 +85,23 @@ Json chat_completion(const ReplyMeta& meta, const Reply& reply, const std::strin
   if (!reply.calls.empty()) {
     Json calls = Json::array();
     for (size_t i = 0; i < reply.calls.size(); ++i)
-      calls.push_back(tool_call_json(reply.calls[i], call_id(meta.id, i)));
+      calls.push_back(tool_call_json(reply.calls[i], call_id(call_prefix, i)));
     message["tool_calls"] = calls;
   }
-  Json choice = {{"index", 0},
-                 {"message", message},
-                 {"logprobs", logprobs ? chat_logprobs(reply.logprobs) : Json(nullptr)},
-                 {"finish_reason", finish_reason}};
+  return {{"index", index},
+          {"message", message},
+          {"logprobs", logprobs ? chat_logprobs(reply.logprobs) : Json(nullptr)},
+          {"finish_reason", c.finish_reason}};
+}
+
+}  // namespace
+
+Json chat_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, const RequestStats& usage,
+                     bool logprobs) {
+  Json out = Json::array();
+  for (size_t k = 0; k < choices.size(); ++k) out.push_back(chat_choice(meta, choices[k], k, logprobs));
   return {{"id", meta.id}, {"object", "chat.completion"}, {"created", meta.created}, {"model", meta.model},
-          {"choices", Json::array({choice})}, {"usage", usage_json(stats)}};
+          {"choices", out}, {"usage", usage_json(usage)}};
 }
 
 Json chat_delta(const ReplyDelta& d, const std::string& id_prefix, size_t first_call_index) {
@@ -122,13 +134,15 @@ Json chat_usage_chunk(const ReplyMeta& meta, const RequestStats& stats) {
           {"choices", Json::array()}, {"usage", usage_json(stats)}};
 }
 
-Json text_completion(const ReplyMeta& meta, const Reply& reply, const std::string& finish_reason,
-                     const RequestStats& stats, bool logprobs) {
-  Json choice = {{"index", 0}, {"text", reply.content},
-                 {"logprobs", logprobs ? text_logprobs(reply.logprobs, 0) : Json(nullptr)},
-                 {"finish_reason", finish_reason}};
+Json text_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, const RequestStats& usage,
+                     bool logprobs) {
+  Json out = Json::array();
+  for (size_t k = 0; k < choices.size(); ++k)
+    out.push_back({{"index", k}, {"text", choices[k].reply.content},
+                   {"logprobs", logprobs ? text_logprobs(choices[k].reply.logprobs, 0) : Json(nullptr)},
+                   {"finish_reason", choices[k].finish_reason}});
   return {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},
-          {"choices", Json::array({choice})}, {"usage", usage_json(stats)}};
+          {"choices", out}, {"usage", usage_json(usage)}};
 }
 
 Json text_chunk(const ReplyMeta& meta, const std::string& text, const std::string& finish_reason,

@@ -33,9 +33,16 @@ struct Reply {
   void add(ReplyDelta delta);
 };
 
+// One choice of a whole response (n, or several prompts), numbered by its place.
+struct Choice {
+  Reply reply;
+  std::string finish_reason;
+};
+
 // ---- chat ------------------------------------------------------------------------
-Json chat_completion(const ReplyMeta& meta, const Reply& reply, const std::string& finish_reason,
-                     const RequestStats& stats, bool logprobs);
+// `usage`: the choices' prompts counted once each, their replies all.
+Json chat_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, const RequestStats& usage,
+                     bool logprobs);
 // One stream chunk; `delta` is the choice's delta object. finish_reason empty: null.
 Json chat_chunk(const ReplyMeta& meta, Json delta, const std::string& finish_reason,
                 const std::vector<TokenLogprobs>* logprobs);
@@ -45,8 +52,8 @@ Json chat_delta(const ReplyDelta& d, const std::string& id_prefix, size_t first_
 Json chat_usage_chunk(const ReplyMeta& meta, const RequestStats& stats);
 
 // ---- completions -----------------------------------------------------------------
-Json text_completion(const ReplyMeta& meta, const Reply& reply, const std::string& finish_reason,
-                     const RequestStats& stats, bool logprobs);
+Json text_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, const RequestStats& usage,
+                     bool logprobs);
 Json text_chunk(const ReplyMeta& meta, const std::string& text, const std::string& finish_reason,
                 const std::vector<TokenLogprobs>* logprobs, size_t text_offset);
 Json text_usage_chunk(const ReplyMeta& meta, const RequestStats& stats);

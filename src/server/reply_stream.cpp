@@ -43,14 +43,17 @@ void ReplyStream::route(std::string text, ReplyDelta& out) {
 
 ReplyDelta ReplyStream::push(const TokenEvent& ev) {
   ReplyDelta out;
-  if (options_.logprobs) {
-    TokenLogprobs lp{{tokenizer_.token_bytes(ev.token), ev.logprob}, {}};
-    for (const TokenLogprob& t : ev.top) lp.top.push_back({tokenizer_.token_bytes(t.id), t.logprob});
-    out.logprobs.push_back(std::move(lp));
-  }
+  if (options_.logprobs) out.logprobs.push_back(logprobs_of(ev));
   if (stop_.stopped()) return out;
   route(stop_.push(decoder_.push(ev.token)), out);
   return out;
+}
+
+TokenLogprobs ReplyStream::logprobs_of(const TokenEvent& ev) const {
+  TokenLogprobs lp;
+  lp.chosen = {tokenizer_.token_bytes(ev.token), ev.logprob};
+  for (const TokenLogprob& t : ev.top) lp.top.push_back({tokenizer_.token_bytes(t.id), t.logprob});
+  return lp;
 }
 
 ReplyDelta ReplyStream::finish() {

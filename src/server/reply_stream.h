@@ -25,7 +25,8 @@
 
 namespace zinc::server {
 
-// One generated token's log-probability, for the response's logprobs.
+// One token's log-probability, for the response's logprobs: a generated token's, or
+// an echoed prompt token's.
 struct TokenLogprobs {
   struct Alt {
     std::string text;  // the token's bytes (may be part of a character)
@@ -33,6 +34,7 @@ struct TokenLogprobs {
   };
   Alt chosen;
   std::vector<Alt> top;
+  bool predicted = true;  // false: a prompt's first token, which nothing predicts (null logprob and top)
 };
 
 struct ReplyDelta {
@@ -58,6 +60,7 @@ class ReplyStream {
   ReplyStream(const text::Tokenizer& tokenizer, ReplyOptions options);
   ReplyDelta push(const TokenEvent& event);
   ReplyDelta finish();  // releases everything held back
+  TokenLogprobs logprobs_of(const TokenEvent& event) const;
   bool stopped() const { return stop_.stopped(); }
 
  private:

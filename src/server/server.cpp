@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <span>
 
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
@@ -29,6 +31,7 @@ struct Exchange {
   Exchange(const text::Tokenizer& tokenizer, ReplyOptions options) : stream(tokenizer, std::move(options)) {}
 
   ReplyStream stream;  // engine thread only
+  std::optional<ReplyDelta> echo;  // engine thread only: the echoed prompt, until it is posted
   std::atomic<bool> client_gone{false};
 
   std::mutex mu;
@@ -44,6 +47,12 @@ struct Exchange {
     std::lock_guard lock(mu);
     pending.push_back(std::move(d));
     cv.notify_all();
+  }
+  // The echoed prompt goes before the reply's first token (or its end).
+  void post_echo() {
+    if (!echo) return;
+    post(std::move(*echo));
+    echo.reset();
   }
 };
 
@@ -83,9 +92,10 @@ struct HttpServer::Impl {
   bool authorized(const httplib::Request& req) const;
   void chat(const Json& body, const httplib::Request& req, httplib::Response& res);
   void completions(const Json& body, const httplib::Request& req, httplib::Response& res);
-  void run(GenerationJob job, const httplib::Request& req, httplib::Response& res);
-  void collect(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, const GenerationJob& job,
-               httplib::Response& res);
+  void run(std::vector<GenerationJob> jobs, const httplib::Request& req, httplib::Response& res);
+  std::shared_ptr<Exchange> exchange_for(const GenerationJob& job) const;
+  void collect(const std::vector<std::shared_ptr<Exchange>>& exchanges, const std::vector<uint64_t>& ids, int fd,
+               const std::vector<GenerationJob>& jobs, httplib::Response& res);
   void stream(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, std::shared_ptr<GenerationJob> job,
               httplib::Response& res);
   void count(const httplib::Request& req, const httplib::Response& res);
@@ -205,70 +215,120 @@ void HttpServer::Impl::routes() {
 void HttpServer::Impl::chat(const Json& body, const httplib::Request& req, httplib::Response& res) {
   const ChatRequest r = parse_chat_request(body, options.defaults);
   if (!renderer) throw ApiError(400, "the model has no chat template; use /v1/completions");
-  run(make_chat_job(r, renderer->render(r), job_context()), req, res);
+  run(make_chat_jobs(r, renderer->render(r), job_context()), req, res);
 }
 
 void HttpServer::Impl::completions(const Json& body, const httplib::Request& req, httplib::Response& res) {
-  run(make_completion_job(parse_completion_request(body, options.defaults), job_context()), req, res);
+  run(make_completion_jobs(parse_completion_request(body, options.defaults), job_context()), req, res);
 }
 
-void HttpServer::Impl::run(GenerationJob job, const httplib::Request& req, httplib::Response& res) {
-  const int64_t n_ctx = model.engine.options().n_ctx;
-  const int64_t n_prompt = static_cast<int64_t>(job.request.prompt.size());
-  if (n_prompt == 0) throw ApiError(400, "the prompt is empty", "prompt");
-  if (n_prompt >= n_ctx)
-    throw ApiError(400,
-                   "the prompt has " + std::to_string(n_prompt) + " tokens; the context holds " +
-                       std::to_string(n_ctx) + " (prompt and reply together)",
-                   job.chat ? "messages" : "prompt", "context_length_exceeded");
+// The exchange of one choice, with its callbacks' state: the echoed prompt's text and,
+// with logprobs, its first token (which nothing predicts).
+std::shared_ptr<Exchange> HttpServer::Impl::exchange_for(const GenerationJob& job) const {
   auto ex = std::make_shared<Exchange>(model.tokenizer, job.reply);
-  RequestCallbacks callbacks;
-  callbacks.on_token = [ex](const TokenEvent& ev) {
-    if (ex->client_gone) return false;
-    ex->post(ex->stream.push(ev));
-    return !ex->stream.stopped();
-  };
-  callbacks.on_finish = [ex](FinishReason reason, const RequestStats& stats, const std::string& error) {
-    ReplyDelta rest = ex->stream.finish();
-    std::lock_guard lock(ex->mu);
-    if (!rest.empty()) ex->pending.push_back(std::move(rest));
-    ex->finished = true;
-    ex->reason = reason;
-    ex->stats = stats;
-    ex->error = error;
-    ex->cv.notify_all();
-  };
-  const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
-  uint64_t id = 0;
-  try {
-    id = model.engine.submit(std::move(job.request), std::move(callbacks));
-  } catch (const QueueFull& e) {
-    res.set_header("Retry-After", "1");
-    throw ApiError(503, e.what(), "", "queue_full");
-  } catch (const std::invalid_argument& e) {
-    throw ApiError(400, e.what());
+  if (!job.echo) return ex;
+  ex->echo.emplace();
+  ex->echo->content = job.echo_text;
+  if (job.logprobs) {
+    TokenEvent first;
+    first.token = job.request.prompt.front();
+    ex->echo->logprobs.push_back(ex->stream.logprobs_of(first));
+    ex->echo->logprobs.back().predicted = false;
   }
-  if (job.stream) stream(ex, id, fd, std::make_shared<GenerationJob>(std::move(job)), res);
-  else collect(ex, id, fd, job, res);
+  return ex;
 }
 
-void HttpServer::Impl::collect(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, const GenerationJob& job,
+void HttpServer::Impl::run(std::vector<GenerationJob> jobs, const httplib::Request& req, httplib::Response& res) {
+  const int64_t n_ctx = model.engine.options().n_ctx;
+  for (const GenerationJob& job : jobs) {
+    const int64_t n_prompt = static_cast<int64_t>(job.request.prompt.size());
+    if (n_prompt == 0) throw ApiError(400, "the prompt is empty", "prompt");
+    if (n_prompt >= n_ctx)
+      throw ApiError(400,
+                     "the prompt has " + std::to_string(n_prompt) + " tokens; the context holds " +
+                         std::to_string(n_ctx) + " (prompt and reply together)",
+                     job.chat ? "messages" : "prompt", "context_length_exceeded");
+  }
+  const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+  std::vector<std::shared_ptr<Exchange>> exchanges;
+  std::vector<uint64_t> ids;
+  const auto cancel_submitted = [&] {
+    for (uint64_t id : ids) model.engine.cancel(id);
+  };
+  for (GenerationJob& job : jobs) {
+    auto ex = exchange_for(job);
+    RequestCallbacks callbacks;
+    callbacks.on_token = [ex](const TokenEvent& ev) {
+      if (ex->client_gone) return false;
+      ex->post_echo();
+      ex->post(ex->stream.push(ev));
+      return !ex->stream.stopped();
+    };
+    callbacks.on_finish = [ex](FinishReason reason, const RequestStats& stats, const std::string& error) {
+      ex->post_echo();
+      ReplyDelta rest = ex->stream.finish();
+      std::lock_guard lock(ex->mu);
+      if (!rest.empty()) ex->pending.push_back(std::move(rest));
+      ex->finished = true;
+      ex->reason = reason;
+      ex->stats = stats;
+      ex->error = error;
+      ex->cv.notify_all();
+    };
+    if (job.echo && job.logprobs)
+      callbacks.on_prompt = [ex](std::span<const TokenEvent> events) {
+        for (const TokenEvent& ev : events) ex->echo->logprobs.push_back(ex->stream.logprobs_of(ev));
+      };
+    try {
+      ids.push_back(model.engine.submit(std::move(job.request), std::move(callbacks)));
+    } catch (const QueueFull& e) {
+      cancel_submitted();
+      res.set_header("Retry-After", "1");
+      throw ApiError(503, e.what(), "", "queue_full");
+    } catch (const std::invalid_argument& e) {
+      cancel_submitted();
+      throw ApiError(400, e.what());
+    }
+    exchanges.push_back(std::move(ex));
+  }
+  if (jobs.front().stream)
+    stream(exchanges.front(), ids.front(), fd, std::make_shared<GenerationJob>(std::move(jobs.front())), res);
+  else
+    collect(exchanges, ids, fd, jobs, res);
+}
+
+void HttpServer::Impl::collect(const std::vector<std::shared_ptr<Exchange>>& exchanges,
+                               const std::vector<uint64_t>& ids, int fd, const std::vector<GenerationJob>& jobs,
                                httplib::Response& res) {
-  Reply reply;
-  std::unique_lock lock(ex->mu);
-  while (!ex->finished) {
-    ex->cv.wait_for(lock, kWatchInterval);
-    if (!ex->finished && peer_closed(fd)) {
-      ex->client_gone = true;
-      model.engine.cancel(id);
+  bool gone = false;
+  for (const auto& ex : exchanges) {
+    std::unique_lock lock(ex->mu);
+    while (!ex->finished) {
+      ex->cv.wait_for(lock, kWatchInterval);
+      if (!ex->finished && !gone && peer_closed(fd)) {
+        gone = true;
+        for (const auto& other : exchanges) other->client_gone = true;
+        for (uint64_t id : ids) model.engine.cancel(id);
+      }
     }
   }
-  for (auto& d : ex->pending) reply.add(std::move(d));
-  if (ex->reason == FinishReason::Error) throw ApiError(500, "generation failed: " + ex->error);
-  if (ex->reason == FinishReason::Cancelled) throw ApiError(503, "the request was cancelled (server shutting down?)");
-  const std::string finish = finish_reason_name(ex->reason, !reply.calls.empty());
-  const Json body = job.chat ? chat_completion(job.meta, reply, finish, ex->stats, job.logprobs)
-                             : text_completion(job.meta, reply, finish, ex->stats, job.logprobs);
+  std::vector<Choice> choices(exchanges.size());
+  RequestStats usage;
+  for (size_t k = 0; k < exchanges.size(); ++k) {
+    const Exchange& ex = *exchanges[k];  // finished: the engine thread is done with it
+    for (const auto& d : ex.pending) choices[k].reply.add(d);
+    if (ex.reason == FinishReason::Error) throw ApiError(500, "generation failed: " + ex.error);
+    if (ex.reason == FinishReason::Cancelled) throw ApiError(503, "the request was cancelled (server shutting down?)");
+    choices[k].finish_reason = finish_reason_name(ex.reason, !choices[k].reply.calls.empty());
+    if (jobs[k].first_of_prompt) {
+      usage.prompt_tokens += ex.stats.prompt_tokens;
+      usage.cached_tokens += ex.stats.cached_tokens;
+    }
+    usage.generated_tokens += ex.stats.generated_tokens;
+  }
+  const GenerationJob& job = jobs.front();
+  const Json body = job.chat ? chat_completion(job.meta, choices, usage, job.logprobs)
+                             : text_completion(job.meta, choices, usage, job.logprobs);
   res.set_content(dump(body), "application/json");
 }
 

@@ -39,7 +39,9 @@ TEST(ApiRequest, BadFieldsAreRejectedByName) {
   EXPECT_EQ(error_of(chat(R"({"temperature":3})")), std::make_pair(400, std::string("temperature")));
   EXPECT_EQ(error_of(chat(R"({"max_tokens":1.5})")), std::make_pair(400, std::string("max_tokens")));
   EXPECT_EQ(error_of(chat(R"({"max_tokens":0})")), std::make_pair(400, std::string("max_tokens")));
-  EXPECT_EQ(error_of(chat(R"({"n":2})")), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of(chat(R"({"n":0})")), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of(chat(R"({"n":129})")), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of(chat(R"({"n":2,"stream":true})")), std::make_pair(400, std::string("n")));
   EXPECT_EQ(error_of(chat(R"({"stop":[1]})")), std::make_pair(400, std::string("stop")));
   EXPECT_EQ(error_of(chat(R"({"stream":"yes"})")), std::make_pair(400, std::string("stream")));
   EXPECT_EQ(error_of(chat(R"({"top_logprobs":3})")), std::make_pair(400, std::string("top_logprobs")));
@@ -57,6 +59,7 @@ TEST(ApiRequest, BadFieldsAreRejectedByName) {
   EXPECT_EQ(error_of(chat(R"({"reasoning_effort":"extreme"})")), std::make_pair(400, std::string("reasoning_effort")));
   EXPECT_EQ(error_of(chat(R"({"reasoning_effort":1})")), std::make_pair(400, std::string("reasoning_effort")));
   EXPECT_EQ(error_of(chat(R"({"model":"tiny","n":1,"user":"someone","max_tokens":1000000000})")).first, 0);
+  EXPECT_EQ(error_of(chat(R"({"n":3,"seed":7})")).first, 0);
 }
 
 TEST(ApiRequest, ReasoningEffortIsKeptForHarmonyTemplates) {
@@ -116,15 +119,45 @@ TEST(ApiRequest, ThinkingDefaultGoesToTheTemplate) {
   EXPECT_FALSE(parse_chat_request(chat("{}"), defaults()).template_kwargs.contains("enable_thinking"));
 }
 
+// The status and param of the ApiError a completion body raises (0 when it is accepted).
+std::pair<int, std::string> completion_error_of(const char* body) {
+  try {
+    parse_completion_request(Json::parse(body), defaults());
+  } catch (const ApiError& e) {
+    return {e.status(), e.body()["error"]["param"].is_null() ? "" : e.body()["error"]["param"].get<std::string>()};
+  }
+  return {0, ""};
+}
+
+// A string, token ids, or a batch of either (lm-evaluation-harness sends [[ids]]).
 TEST(ApiRequest, CompletionPrompts) {
   const ServerDefaults d = defaults();
-  EXPECT_EQ(*parse_completion_request(Json::parse(R"({"prompt":"abc"})"), d).prompt_text, "abc");
-  EXPECT_EQ(*parse_completion_request(Json::parse(R"({"prompt":["abc"]})"), d).prompt_text, "abc");
-  EXPECT_EQ(parse_completion_request(Json::parse(R"({"prompt":[1,2,3],"logprobs":2})"), d).prompt_tokens.size(), 3u);
-  EXPECT_THROW(parse_completion_request(Json::parse(R"({"prompt":["a","b"]})"), d), ApiError);
-  EXPECT_THROW(parse_completion_request(Json::parse(R"({"prompt":""})"), d), ApiError);
-  EXPECT_THROW(parse_completion_request(Json::parse(R"({"prompt":"a","echo":true})"), d), ApiError);
-  EXPECT_THROW(parse_completion_request(Json::parse(R"({})"), d), ApiError);
+  const auto prompts = [&](const char* body) { return parse_completion_request(Json::parse(body), d).prompts; };
+  EXPECT_EQ(*prompts(R"({"prompt":"abc"})").at(0).text, "abc");
+  EXPECT_EQ(*prompts(R"({"prompt":["abc"]})").at(0).text, "abc");
+  EXPECT_EQ(prompts(R"({"prompt":[1,2,3],"logprobs":2})").at(0).tokens, (std::vector<int32_t>{1, 2, 3}));
+  const auto batch = prompts(R"({"prompt":[[5,6],"b",[7]]})");
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch[0].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_FALSE(batch[0].text);
+  EXPECT_EQ(*batch[1].text, "b");
+  EXPECT_EQ(batch[2].tokens, (std::vector<int32_t>{7}));
+  EXPECT_TRUE(parse_completion_request(Json::parse(R"({"prompt":"a","echo":true})"), d).echo);
+  EXPECT_EQ(*parse_completion_request(Json::parse(R"({"prompt":"a","echo":true,"max_tokens":0})"), d).gen.max_tokens,
+            0);
+  EXPECT_EQ(completion_error_of(R"({"prompt":""})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":[]})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":[[]]})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":[[1,"x"]]})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":[1,[2]]})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":[-1]})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":[{"a":1}]})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":"a","max_tokens":0})"), std::make_pair(400, std::string("max_tokens")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"stream":true})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"n":64})"), std::make_pair(0, std::string()));
+  EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"n":65})"), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":"a","suffix":"b"})"), std::make_pair(400, std::string("suffix")));
 }
 
 }  // namespace

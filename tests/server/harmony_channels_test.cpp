@@ -99,7 +99,7 @@ class HarmonyChannels : public ::testing::Test {
     prompt.text = "<|start|>user<|message|>Hi<|end|><|start|>assistant";
     prompt.harmony = harmony;
     prompt.in_reasoning = in_reasoning;
-    GenerationJob j = make_chat_job(r, prompt, {*tok_, *eog_, 4096, "test"});
+    GenerationJob j = std::move(make_chat_jobs(r, prompt, {*tok_, *eog_, 4096, "test"}).front());
     Chain c;
     c.processors = std::move(j.request.processors);
     return c;

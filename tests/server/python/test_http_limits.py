@@ -30,7 +30,8 @@ def error_of(server, body, path="/v1/chat/completions", headers=None):
     ({"messages": "hi"}, 400),
     ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": "4"}, 400),
     ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, 400),
-    ({"messages": [{"role": "user", "content": "hi"}], "n": 2}, 400),
+    ({"messages": [{"role": "user", "content": "hi"}], "n": 0}, 400),
+    ({"messages": [{"role": "user", "content": "hi"}], "n": 2, "stream": True}, 400),
     ({"messages": [{"role": "user", "content": "hi"}], "model": "no-such-model"}, 404),
     ({"messages": [{"role": "user", "content": "word " * 2000}]}, 400),  # longer than the context
 ])
@@ -39,7 +40,10 @@ def test_bad_requests(qwen, body, status):
 
 
 def test_bad_completion_request_and_unknown_path(qwen):
-    assert error_of(qwen, {"prompt": ["a", "b"]}, "/v1/completions")[0] == 400
+    assert error_of(qwen, {"prompt": ["a", "b"], "stream": True}, "/v1/completions")[0] == 400
+    assert error_of(qwen, {"prompt": "a", "max_tokens": 0}, "/v1/completions")[0] == 400
+    # One prompt of a batch too long for the context refuses the whole request.
+    assert error_of(qwen, {"prompt": ["a", "word " * 2000]}, "/v1/completions")[0] == 400
     assert error_of(qwen, BODY, "/v1/nothing")[0] == 404
 
 

@@ -159,3 +159,26 @@ def test_completions_and_logprobs(qwen):
     assert streamed == r.choices[0].text
     c = chat(qwen, max_tokens=4, logprobs=True, top_logprobs=2).choices[0].logprobs.content
     assert len(c) == 4 and all(e.logprob <= 0 and len(e.top_logprobs) == 2 for e in c)
+
+
+def test_echo_scoring_over_batched_prompts_and_choices(qwen):
+    """Three prompts (one of them past a scoring chunk of 128 positions) times n = 2, echoed with
+    their logprobs: the choices in prompt order, each starting with its prompt scored as alone."""
+    client = qwen.client()
+    prompts = ["Once upon", "tick tock " * 80, "The"]
+    args = dict(model=qwen.model_id, prompt=prompts, max_tokens=2, n=2, seed=5, echo=True, logprobs=1)
+    r = client.completions.create(**args)
+    assert [c.index for c in r.choices] == list(range(6))
+    scored = [client.completions.create(model=qwen.model_id, prompt=p, max_tokens=0, echo=True, logprobs=1)
+              for p in prompts]
+    assert all(s.usage.completion_tokens == 0 and s.choices[0].finish_reason == "length" for s in scored)
+    assert sum(s.usage.prompt_tokens for s in scored) == r.usage.prompt_tokens > 128
+    for k, c in enumerate(r.choices):
+        alone = scored[k // 2].choices[0].logprobs
+        lp = c.logprobs
+        assert c.text.startswith(prompts[k // 2]) and "".join(lp.tokens) == c.text
+        assert lp.tokens[:len(alone.tokens)] == alone.tokens
+        assert lp.token_logprobs[:len(alone.tokens)] == alone.token_logprobs
+        assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+        assert all(x <= 0 for x in lp.token_logprobs[1:])
+    assert [c.text for c in client.completions.create(**args).choices] == [c.text for c in r.choices]
