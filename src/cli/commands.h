@@ -19,6 +19,7 @@ void add_tokenizer_commands(CLI::App& app);  // vocab, tokenize, detokenize
 void add_template_command(CLI::App& app);    // render a chat template
 void add_run_command(CLI::App& app);         // one prompt in, a reply out
 void add_chat_command(CLI::App& app);        // interactive conversation
+void add_perplexity_command(CLI::App& app);  // perplexity over a text file, as llama-perplexity
 #endif
 #ifdef ZINC_WITH_SERVER
 void add_serve_command(CLI::App& app);  // OpenAI-compatible HTTP server

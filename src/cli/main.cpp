@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   zinc::cli::add_template_command(app);
   zinc::cli::add_run_command(app);
   zinc::cli::add_chat_command(app);
+  zinc::cli::add_perplexity_command(app);
 #endif
 #ifdef ZINC_WITH_SERVER
   zinc::cli::add_serve_command(app);

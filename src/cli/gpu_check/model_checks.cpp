@@ -18,6 +18,7 @@
 #include "model/synth.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
+#include "runtime/perplexity.h"
 #include "runtime/prefix_cache.h"
 
 namespace zinc::cli::gpu_check {
@@ -342,6 +343,20 @@ void check_model(Checker& c, const std::string& arch, const std::string& model_p
     c.report(preset + " engine scoring: token_logprobs' top-1 vs the rows read to the host (max |logprob diff|)",
              worst, 1e-5);
     c.report(preset + " engine scoring: token_logprobs' best tokens != the host's (rows)", best_differs, 0);
+  }
+
+  // zinc perplexity's measure (runtime/perplexity.h) on the device: 4 chunks of 64 in
+  // pieces of 7 (pieces before, across and after the scored half; rows of one), against
+  // the CPU backend's whole chunks.
+  {
+    const auto stream = tokens(4 * 64 + 9);
+    PerplexityOptions po;
+    po.n_ctx = 64, po.bos = 1;
+    const double want = perplexity(*m_cpu, *cpu, stream, po).ppl();
+    po.piece = 7;
+    const double got = perplexity(*m_gpu, *gpu, stream, po).ppl();
+    c.report(preset + " perplexity, 4 chunks of 64 in pieces of 7, vs the CPU (relative)", std::fabs(got / want - 1),
+             1e-3);
   }
 
   // Sliding windows' KV rings (blocks::kv_cache_rows) wrapped many times: a 300-token
