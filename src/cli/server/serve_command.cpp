@@ -6,11 +6,10 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/read_file.h"
 #include "cli/sampling_options.h"
 #include "cli/text/text_generation.h"
 #include "runtime/engine.h"
@@ -36,14 +35,6 @@ struct ServeArgs {
 // 1024 missed every conversation shorter than that (PERFORMANCE.md, session 58).
 constexpr int64_t kCpuPrefixBlock = 128;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void serve(ServeArgs& a) {
   if (a.thinking != "auto" && a.thinking != "on" && a.thinking != "off")
     throw std::invalid_argument("--thinking must be auto, on or off");
@@ -63,7 +54,7 @@ void serve(ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a crash
 
   TextModel tm = TextModel::load(a.model);
-  if (!a.chat_template_file.empty()) tm.chat_template = read_text(a.chat_template_file);
+  if (!a.chat_template_file.empty()) tm.chat_template = read_file(a.chat_template_file);
   a.engine.n_ctx = tm.context_length(a.model.ctx);
   if (!a.prefix_block_given && tm.backend->name() == "cpu") a.engine.prefix_block = kCpuPrefixBlock;
   fit_step_tokens(a.engine);

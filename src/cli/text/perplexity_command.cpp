@@ -2,15 +2,14 @@
 // llama-perplexity measures it (runtime/perplexity.h), so the two compare on the same
 // file: e.g. a quantization's cost against the same model in Q8_0.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli/backend_choice.h"
 #include "cli/commands.h"
+#include "cli/read_file.h"
 #include "gguf/gguf.h"
 #include "runtime/perplexity.h"
 #include "text/tokenizer.h"
@@ -24,16 +23,8 @@ struct PerplexityArgs {
   int threads = 0;
 };
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 void run_perplexity(PerplexityArgs a) {
-  const std::string text = read_text_file(a.file);
+  const std::string text = read_file(a.file);
   auto file = gguf::GgufFile::open(a.model);
   auto tokenizer = text::Tokenizer::from_gguf(*file);
   std::unique_ptr<Backend> backend = make_backend(a.backend, a.threads);

@@ -1,13 +1,12 @@
 // `zinc template`: prints the prompt a GGUF's chat template (tokenizer.chat_template)
 // makes of a conversation, exactly as transformers' apply_chat_template would.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/read_file.h"
 #include "gguf/gguf.h"
 #include "text/chat_template.h"
 
@@ -20,14 +19,6 @@ struct TemplateOptions {
   std::string model, template_file, messages, tools, kwargs = "{}";
   bool no_generation_prompt = false;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 Json parse_json(const std::string& text, const std::string& what) {
   try {
@@ -57,11 +48,11 @@ void run_template(const TemplateOptions& o) {
     bos = special_token(*file, "tokenizer.ggml.bos_token_id");
     eos = special_token(*file, "tokenizer.ggml.eos_token_id");
   } else {
-    source = read_text(o.template_file);
+    source = read_file(o.template_file);
   }
-  Json messages = parse_json(read_text(o.messages), o.messages);
+  Json messages = parse_json(read_file(o.messages), o.messages);
   if (!messages.is_array()) throw std::runtime_error(o.messages + ": expected a JSON array of messages");
-  Json tools = o.tools.empty() ? Json(nullptr) : parse_json(read_text(o.tools), o.tools);
+  Json tools = o.tools.empty() ? Json(nullptr) : parse_json(read_file(o.tools), o.tools);
   Json kwargs = parse_json(o.kwargs, "--kwargs");
   if (!kwargs.is_object()) throw std::runtime_error("--kwargs: expected a JSON object");
   std::string prompt = render_chat(source, messages, tools, !o.no_generation_prompt, kwargs, bos, eos);

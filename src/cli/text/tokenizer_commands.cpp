@@ -1,15 +1,14 @@
 // `zinc vocab`, `zinc tokenize`, `zinc detokenize`: build a vocab-only GGUF from a
 // Hugging Face tokenizer, and run a GGUF file's tokenizer both ways.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/read_file.h"
 #include "gguf/gguf.h"
 #include "text/hf_vocab.h"
 #include "text/tokenizer.h"
@@ -30,14 +29,6 @@ struct DetokenizeOptions {
   std::string model;
   std::vector<int32_t> ids;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 void run_tokenize(const TokenizeOptions& o) {
   auto file = gguf::GgufFile::open(o.model);
