@@ -68,7 +68,8 @@ struct Engine::Impl {
     for (Slot& s : slots) s.seq = model.new_sequence(o.n_ctx);
     if (cache) cache->reserve(backend, slots.front().seq);  // a fresh server's first prompts do not pay for it
     next_ids = backend.alloc_persistent(DType::I32, {o.n_parallel});
-    row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, o.n_parallel});
+    // A row per output row of a step: a scored prompt's chunk has many.
+    row_params = backend.alloc_persistent(DType::I32, {kRowSamplingWords, o.step_tokens});
     score_ids = backend.alloc_persistent(DType::I32, {2 * o.step_tokens});  // a step has at most step_tokens rows
     score_out = backend.alloc_persistent(DType::F32, {2 * o.step_tokens});
     if (o.warm_up_tokens > 0) warm_up(o.warm_up_tokens);
@@ -603,7 +604,7 @@ struct Engine::Impl {
   std::vector<Slot> slots;
   std::vector<float> host_logits;
   Tensor next_ids;               // I32 {n_parallel}: the tokens of the step in flight
-  Tensor row_params;             // I32 {kRowSamplingWords, n_parallel}: RowSampling per output row of a step
+  Tensor row_params;             // I32 {kRowSamplingWords, step_tokens}: RowSampling per output row of a step
   Tensor score_ids, score_out;   // I32 / F32 {2 · rows}: BackendScores' tokens and argmax, and their logprobs
   std::vector<RowSampling> drawn_params;  // what write_row_params wrote, for a declined row's draw on the host
   std::unique_ptr<Ahead> ahead;  // the step in flight, whose tokens are not read yet

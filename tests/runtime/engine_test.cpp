@@ -530,11 +530,22 @@ TEST_P(EngineTest, ScoringReportsEveryPromptToken) {
   RequestOptions scored = request(prompt, 0, 4);
   scored.prompt_logprobs = true;
   scored.top_logprobs = 3;
+  // Beside it, a request sampled on the backend (top-k, its draw parameters written
+  // for every output row of the step, the scored rows' included).
+  const auto sampled = [&] {
+    RequestOptions r = request(make_prompt(m, 150, 4), 77, 6);
+    r.sampling.top_k = 40;
+    r.top_logprobs = -1;
+    return r;
+  };
   Collector c, beside;
-  engine.submit(request(make_prompt(m, 150, 4), 0, 6), beside.callbacks());
+  engine.submit(sampled(), beside.callbacks());
   engine.submit(std::move(scored), c.callbacks());
   const Outcome o = c.wait();
-  beside.wait();
+  const Outcome b = beside.wait();
+  EXPECT_EQ(o.reason, FinishReason::Length);
+  EXPECT_EQ(b.reason, FinishReason::Length);
+  EXPECT_EQ(b.tokens, serve(m, *l.backend, opt, 1, [&](size_t) { return sampled(); }, true)[0].tokens);
   EXPECT_EQ(engine.metrics().prefix_cache_entries, 0) << "the scored prompt stored its block";
   ASSERT_EQ(static_cast<int64_t>(o.prompt.size()), n - 1);
   for (int64_t q = 0; q + 1 < n; ++q) {
@@ -555,7 +566,6 @@ TEST_P(EngineTest, ScoringReportsEveryPromptToken) {
   Collector plain;
   engine.submit(request(prompt, 0, 4), plain.callbacks());
   const Outcome reference = plain.wait();
-  EXPECT_EQ(o.reason, FinishReason::Length);
   EXPECT_EQ(o.tokens, reference.tokens);
   EXPECT_GT(engine.metrics().prefix_cache_entries, 0);  // the plain request's block
 
