@@ -296,7 +296,7 @@ struct Engine::Impl {
       for (int64_t r = 0; r < n_out && n_picked > 0; ++r)  // rows whose draw the backend declined (left penalised)
         if (drawn[r] && picked[r] < 0) host_row[r] = true;
       const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
-      if (std::all_of(host_row.begin(), host_row.end(), [](bool b) { return b; }))
+      if (n_out > 0 && std::all_of(host_row.begin(), host_row.end(), [](bool b) { return b; }))
         backend.read(logits, host_logits.data(), host_logits.size() * sizeof(float));
       else
         for (int64_t r = 0; r < n_out; ++r)
