@@ -5,8 +5,10 @@
 // runs ONE forward pass over a batch made of every decoding sequence's next token
 // plus prompt chunks of sequences still prefilling (up to step_tokens in all), so
 // each weight is read once per step for all of them. It samples each sequence's
-// next token with that request's own sampler (own seed, own history), so a request's
-// output does not depend on what else runs beside it.
+// next token with that request's own sampler (own seed, own history), so on the CPU
+// a request's output does not depend on what else runs beside it. On a GPU the
+// kernels differ with a step's token count, which moves logits in their last bits:
+// a sampled draw near a boundary can differ (gpu-check saw it on two tiny MoE models).
 //
 // A sequence whose sampler the backend runs (greedy or top-k, with or without the
 // repetition / frequency / presence penalties; no DRY, processors or logprobs) has its
