@@ -2,8 +2,9 @@
 prompt logprobs, as lm-evaluation-harness's loglikelihood tasks ask for them, batched prompts and `n`.
 
 The oracle for the prompt logprobs is llama.cpp's greedy continuation of tests/data/smollm2/prompt3
-(greedy3.ids, which zinc's own greedy reply matches for all its 48 tokens): scored after the prompt, each of its tokens must be the most likely one, and its
-logprob must be the one zinc reported while generating the same tokens one at a time."""
+(greedy3.ids, which zinc's own greedy reply matches for all its 48 tokens): scored after the prompt,
+each of its tokens must be the most likely one, and its logprob must be the one zinc reported while
+generating the same tokens one at a time."""
 import json
 from pathlib import Path
 
