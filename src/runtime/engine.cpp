@@ -232,6 +232,7 @@ struct Engine::Impl {
     std::vector<SequenceChunk> chunks;
     std::vector<Slot*> members;
     std::vector<bool> replies;  // per member: its last output row draws the request's next token
+    std::vector<bool> scoring;  // per member: a scored prompt's chunk, a row per token
     int64_t budget = options.step_tokens;
     for (Slot* s : order) {
       const int64_t p = s->seq.n_past;
@@ -253,6 +254,7 @@ struct Engine::Impl {
                         scores ? n : reply ? 1 : 0});
       members.push_back(s);
       replies.push_back(reply);
+      scoring.push_back(scores);
     }
     if (members.size() == order.size() && decodes_on_backend(members)) {
       try {
@@ -273,11 +275,10 @@ struct Engine::Impl {
     for (size_t i = 0; i < members.size(); ++i) {
       const Slot& s = *members[i];
       Request* r = s.request.get();
-      const bool scoring = r->options.prompt_logprobs && s.prefilling();
       for (int64_t j = 0; j < chunks[i].n_out; ++j) {
         const bool reply_row = replies[i] && j + 1 == chunks[i].n_out;
         const int64_t next = s.seq.n_past + j + 1;  // the prompt position a scoring row predicts
-        const bool scores = scoring && next < s.prompt_len;
+        const bool scores = scoring[i] && next < s.prompt_len;
         drawn.push_back(reply_row && draws_on_backend(*r) ? r : nullptr);
         scored.token.push_back(scores && scores_on_backend(*r) ? s.tokens[static_cast<size_t>(next)] : -1);
         host_row.push_back((reply_row && !drawn.back()) || (scores && scored.token.back() < 0));
@@ -314,7 +315,7 @@ struct Engine::Impl {
       };
       store_prefix(s);
       const int64_t start = s.seq.n_past - static_cast<int64_t>(chunks[i].tokens.size());
-      if (s.request->options.prompt_logprobs && start < s.prompt_len) score_prompt(s, start, row, n_rows, scored);
+      if (scoring[i]) score_prompt(s, start, row, n_rows, scored);
       row += n_rows;
       if (!replies[i]) {
         if (s.request->options.max_tokens == 0 && s.seq.n_past == s.prompt_len) {

@@ -34,8 +34,8 @@ Perplexity perplexity(Model& model, Backend& backend, std::span<const int32_t> t
   std::vector<float> got;
   Perplexity p;
   for (int64_t c = 0; c < n_chunks; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
-    const std::vector<int32_t> targets(chunk);  // what each position predicts: the text's own tokens
+    const std::span<const int32_t> targets = tokens.subspan(static_cast<size_t>(c * n_ctx), static_cast<size_t>(n_ctx));
+    std::vector<int32_t> chunk(targets.begin(), targets.end());  // fed; what each position predicts: targets
     if (o.bos >= 0) chunk[0] = o.bos;
     seq.reset(backend);
     for (int64_t a = 0; a < n_ctx; a += o.piece) {

@@ -170,10 +170,11 @@ ReplyMeta new_meta(const char* id_prefix, const JobContext& c) {
   return {id_prefix + random_id(), static_cast<int64_t>(std::time(nullptr)), c.model_id};
 }
 
-GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c,
-                            const ReplyMeta& meta, int64_t k) {
+// Choice k of a chat request whose rendered prompt encodes to `ids`.
+GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, const std::vector<int32_t>& ids,
+                            const JobContext& c, const ReplyMeta& meta, int64_t k) {
   GenerationJob job = common_job(r.gen, c, meta, true, k);
-  job.request.prompt = c.tokenizer.encode(prompt.text, /*parse_special=*/true, /*add_bos=*/false);
+  job.request.prompt = ids;
   const bool thinks = prompt.in_reasoning || prompt.may_open;  // never for harmony: it has no <think>
   job.reply.harmony = prompt.harmony;
   job.reply.split_reasoning = thinks;
@@ -205,8 +206,9 @@ GenerationJob make_chat_job(const ChatRequest& r, const ChatPrompt& prompt, cons
 
 std::vector<GenerationJob> make_chat_jobs(const ChatRequest& r, const ChatPrompt& prompt, const JobContext& c) {
   const ReplyMeta meta = new_meta("chatcmpl-", c);
+  const std::vector<int32_t> ids = c.tokenizer.encode(prompt.text, /*parse_special=*/true, /*add_bos=*/false);
   std::vector<GenerationJob> jobs;
-  for (int64_t k = 0; k < r.gen.n; ++k) jobs.push_back(make_chat_job(r, prompt, c, meta, k));
+  for (int64_t k = 0; k < r.gen.n; ++k) jobs.push_back(make_chat_job(r, prompt, ids, c, meta, k));
   return jobs;
 }
 

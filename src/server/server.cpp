@@ -315,8 +315,8 @@ void HttpServer::Impl::collect(const std::vector<std::shared_ptr<Exchange>>& exc
   std::vector<Choice> choices(exchanges.size());
   RequestStats usage;
   for (size_t k = 0; k < exchanges.size(); ++k) {
-    const Exchange& ex = *exchanges[k];  // finished: the engine thread is done with it
-    for (const auto& d : ex.pending) choices[k].reply.add(d);
+    Exchange& ex = *exchanges[k];  // finished: the engine thread is done with it
+    for (auto& d : ex.pending) choices[k].reply.add(std::move(d));
     if (ex.reason == FinishReason::Error) throw ApiError(500, "generation failed: " + ex.error);
     if (ex.reason == FinishReason::Cancelled) throw ApiError(503, "the request was cancelled (server shutting down?)");
     choices[k].finish_reason = finish_reason_name(ex.reason, !choices[k].reply.calls.empty());

@@ -10,26 +10,19 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "cli/read_file.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "sample/sampler.h"
 
 namespace zinc::test {
 
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+inline std::string read_text(const std::string& path) { return cli::read_file(path); }
 
 inline std::vector<int32_t> read_ids(const std::string& path) {
   std::istringstream in(read_text(path));
