@@ -14,7 +14,9 @@ BUILD_DIR=build-test scripts/build.sh -DZINC_WERROR=ON
 (cd build-test && ctest --output-on-failure -j2)
 scripts/check_clang.sh
 
-# The sanitizer pass skips CUDA (nvcc's host code is not built with the sanitizers).
+# The sanitizer pass skips CUDA (nvcc's host code is not built with the sanitizers). At -O1
+# -g1 (line tables, enough for the reports' stack traces) it compiles in half the time of
+# -O2 -g (511 s on two cores, session 61) and its tests take 7% more CPU time.
 BUILD_DIR=build-asan scripts/build.sh -DZINC_WERROR=ON -DZINC_SANITIZE=ON -DZINC_CUDA=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j2)

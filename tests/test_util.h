@@ -14,4 +14,14 @@ inline std::string zinc_binary() { return ZINC_BINARY; }
 // A fresh directory under the system temp dir, removed at process exit.
 std::string temp_dir();
 
+// Whether this build runs under AddressSanitizer (scripts/test.sh's second pass). Model
+// compute on real weights is about ten times slower there, so the tests that are mostly
+// that compute skip: the sanitizers look for memory and UB errors, which the shorter
+// tests on the same files and the tiny models reach.
+#ifdef __SANITIZE_ADDRESS__
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 }  // namespace zinc::test

@@ -56,6 +56,9 @@ class Gemma3Greedy : public ::testing::Test {
 };
 
 TEST_F(Gemma3Greedy, AgreesWithLlamaCppUpToNearTies) {
+  // About 200 s under the sanitizers (session 61); RunCommandPrintsLlamaCppsText below
+  // drives the same forward pass on the same file there.
+  if (test::kSanitized) GTEST_SKIP() << "model compute: left to the unsanitized build";
   auto file = gguf::GgufFile::open(model_path());
   auto backend = make_cpu_backend(0);
   auto model = load_model(*file, *backend);

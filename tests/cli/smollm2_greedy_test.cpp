@@ -51,6 +51,9 @@ class SmolLM2Greedy : public ::testing::Test {
 };
 
 TEST_F(SmolLM2Greedy, AgreesWithLlamaCppUpToNearTies) {
+  // About 200 s under the sanitizers (session 61); the RunCommand and SeededRun tests
+  // below drive the same forward pass on the same file there.
+  if (test::kSanitized) GTEST_SKIP() << "model compute: left to the unsanitized build";
   auto file = gguf::GgufFile::open(model_path());
   auto backend = make_cpu_backend(0);
   auto model = load_model(*file, *backend);

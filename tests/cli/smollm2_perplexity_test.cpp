@@ -22,11 +22,9 @@ std::string model_path() { return test::source_dir() + "/models/SmolLM2-135M-Ins
 
 #ifdef ZINC_WITH_TEXT  // the command tokenizes the text
 TEST(SmolLM2Perplexity, AgreesWithLlamaPerplexity) {
-#ifdef __SANITIZE_ADDRESS__
-  // 1155 tokens of model compute took 156 s under the sanitizers (session 60), a CI budget's worth;
+  // 1155 tokens of model compute took 156 s under the sanitizers (session 60);
   // tests/runtime/perplexity_test.cpp runs the measure there.
-  GTEST_SKIP() << "model compute: left to the unsanitized build";
-#endif
+  if (test::kSanitized) GTEST_SKIP() << "model compute: left to the unsanitized build";
   if (!std::filesystem::exists(model_path())) GTEST_SKIP() << model_path() << " is absent: scripts/fetch_smollm2.sh";
   const std::vector<double> want = {14.4951, 16.1254, 17.9438, 19.1928, 21.6615,
                                     20.0914, 21.2699, 22.1289, 22.0413};  // llama-perplexity's [1] .. [9]
