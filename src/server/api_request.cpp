@@ -237,11 +237,9 @@ void parse_response_format(const Json& body, ChatRequest& r) {
 }
 
 // Checks what depends on the whole request: max_tokens 0 (scoring, with echo only)
-// and streaming (one choice).
+// and the number of choices.
 void check_choices(const GenerationParams& g, size_t prompts, bool echo) {
   if (g.max_tokens == 0 && !echo) bad("max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo')");
-  if (g.stream && (g.n > 1 || prompts > 1))
-    bad(g.n > 1 ? "n" : "prompt", "a stream carries one choice: n = 1 and one prompt");
   if (g.n * static_cast<int64_t>(prompts) > kMaxChoices)
     bad("n", "n times the prompts must be at most " + std::to_string(kMaxChoices));
 }

@@ -120,9 +120,9 @@ Json chat_delta(const ReplyDelta& d, const std::string& id_prefix, size_t first_
   return delta;
 }
 
-Json chat_chunk(const ReplyMeta& meta, Json delta, const std::string& finish_reason,
+Json chat_chunk(const ReplyMeta& meta, size_t index, Json delta, const std::string& finish_reason,
                 const std::vector<TokenLogprobs>* logprobs) {
-  Json choice = {{"index", 0}, {"delta", std::move(delta)},
+  Json choice = {{"index", index}, {"delta", std::move(delta)},
                  {"logprobs", logprobs ? chat_logprobs(*logprobs) : Json(nullptr)},
                  {"finish_reason", finish_json(finish_reason)}};
   return {{"id", meta.id}, {"object", "chat.completion.chunk"}, {"created", meta.created}, {"model", meta.model},
@@ -145,9 +145,9 @@ Json text_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, 
           {"choices", out}, {"usage", usage_json(usage)}};
 }
 
-Json text_chunk(const ReplyMeta& meta, const std::string& text, const std::string& finish_reason,
+Json text_chunk(const ReplyMeta& meta, size_t index, const std::string& text, const std::string& finish_reason,
                 const std::vector<TokenLogprobs>* logprobs, size_t text_offset) {
-  Json choice = {{"index", 0}, {"text", text},
+  Json choice = {{"index", index}, {"text", text},
                  {"logprobs", logprobs ? text_logprobs(*logprobs, text_offset) : Json(nullptr)},
                  {"finish_reason", finish_json(finish_reason)}};
   return {{"id", meta.id}, {"object", "text_completion"}, {"created", meta.created}, {"model", meta.model},

@@ -43,8 +43,9 @@ struct Choice {
 // `usage`: the choices' prompts counted once each, their replies all.
 Json chat_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, const RequestStats& usage,
                      bool logprobs);
-// One stream chunk; `delta` is the choice's delta object. finish_reason empty: null.
-Json chat_chunk(const ReplyMeta& meta, Json delta, const std::string& finish_reason,
+// One stream chunk of choice `index`; `delta` is the choice's delta object.
+// finish_reason empty: null.
+Json chat_chunk(const ReplyMeta& meta, size_t index, Json delta, const std::string& finish_reason,
                 const std::vector<TokenLogprobs>* logprobs);
 // The delta for a piece of the reply; first_call_index numbers its tool calls.
 Json chat_delta(const ReplyDelta& d, const std::string& id_prefix, size_t first_call_index);
@@ -54,7 +55,8 @@ Json chat_usage_chunk(const ReplyMeta& meta, const RequestStats& stats);
 // ---- completions -----------------------------------------------------------------
 Json text_completion(const ReplyMeta& meta, const std::vector<Choice>& choices, const RequestStats& usage,
                      bool logprobs);
-Json text_chunk(const ReplyMeta& meta, const std::string& text, const std::string& finish_reason,
+// One stream chunk of choice `index`; text_offset: where `text` starts in the choice's text.
+Json text_chunk(const ReplyMeta& meta, size_t index, const std::string& text, const std::string& finish_reason,
                 const std::vector<TokenLogprobs>* logprobs, size_t text_offset);
 Json text_usage_chunk(const ReplyMeta& meta, const RequestStats& stats);
 

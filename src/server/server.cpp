@@ -26,16 +26,23 @@ using Clock = std::chrono::steady_clock;
 // How often a waiting connection thread looks for a client that hung up.
 constexpr auto kWatchInterval = std::chrono::milliseconds(100);
 
-// One request in flight: the engine thread fills it, the connection thread drains it.
+// The choices of one HTTP request share a lock and a condition, so that the connection
+// thread waits for whichever of them moves next.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+// One choice in flight: the engine thread fills it, the connection thread drains it.
 struct Exchange {
-  Exchange(const text::Tokenizer& tokenizer, ReplyOptions options) : stream(tokenizer, std::move(options)) {}
+  Exchange(const text::Tokenizer& tokenizer, ReplyOptions options, std::shared_ptr<Channel> channel)
+      : stream(tokenizer, std::move(options)), channel(std::move(channel)) {}
 
   ReplyStream stream;  // engine thread only
   std::optional<ReplyDelta> echo;  // engine thread only: the echoed prompt, until it is posted
   std::atomic<bool> client_gone{false};
 
-  std::mutex mu;
-  std::condition_variable cv;
+  std::shared_ptr<Channel> channel;  // its lock guards the fields below
   std::deque<ReplyDelta> pending;
   bool finished = false;
   FinishReason reason = FinishReason::Cancelled;
@@ -44,9 +51,9 @@ struct Exchange {
 
   void post(ReplyDelta d) {
     if (d.empty()) return;
-    std::lock_guard lock(mu);
+    std::lock_guard lock(channel->mu);
     pending.push_back(std::move(d));
-    cv.notify_all();
+    channel->cv.notify_all();
   }
   // The echoed prompt goes before the reply's first token (or its end).
   void post_echo() {
@@ -93,11 +100,11 @@ struct HttpServer::Impl {
   void chat(const Json& body, const httplib::Request& req, httplib::Response& res);
   void completions(const Json& body, const httplib::Request& req, httplib::Response& res);
   void run(std::vector<GenerationJob> jobs, const httplib::Request& req, httplib::Response& res);
-  std::shared_ptr<Exchange> exchange_for(const GenerationJob& job) const;
+  std::shared_ptr<Exchange> exchange_for(const GenerationJob& job, std::shared_ptr<Channel> channel) const;
   void collect(const std::vector<std::shared_ptr<Exchange>>& exchanges, const std::vector<uint64_t>& ids, int fd,
                const std::vector<GenerationJob>& jobs, httplib::Response& res);
-  void stream(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd, std::shared_ptr<GenerationJob> job,
-              httplib::Response& res);
+  void stream(std::vector<std::shared_ptr<Exchange>> exchanges, std::vector<uint64_t> ids, int fd,
+              std::vector<GenerationJob> jobs, httplib::Response& res);
   void count(const httplib::Request& req, const httplib::Response& res);
   JobContext job_context() const {
     return {model.tokenizer, model.eog_ids, model.engine.options().n_ctx, options.defaults.model_id};
@@ -224,8 +231,9 @@ void HttpServer::Impl::completions(const Json& body, const httplib::Request& req
 
 // The exchange of one choice, with its callbacks' state: the echoed prompt's text and,
 // with logprobs, its first token (which nothing predicts).
-std::shared_ptr<Exchange> HttpServer::Impl::exchange_for(const GenerationJob& job) const {
-  auto ex = std::make_shared<Exchange>(model.tokenizer, job.reply);
+std::shared_ptr<Exchange> HttpServer::Impl::exchange_for(const GenerationJob& job,
+                                                         std::shared_ptr<Channel> channel) const {
+  auto ex = std::make_shared<Exchange>(model.tokenizer, job.reply, std::move(channel));
   if (!job.echo) return ex;
   ex->echo.emplace();
   ex->echo->content = job.echo_text;
@@ -255,8 +263,9 @@ void HttpServer::Impl::run(std::vector<GenerationJob> jobs, const httplib::Reque
   const auto cancel_submitted = [&] {
     for (uint64_t id : ids) model.engine.cancel(id);
   };
+  const auto channel = std::make_shared<Channel>();
   for (GenerationJob& job : jobs) {
-    auto ex = exchange_for(job);
+    auto ex = exchange_for(job, channel);
     RequestCallbacks callbacks;
     callbacks.on_token = [ex](const TokenEvent& ev) {
       if (ex->client_gone) return false;
@@ -267,13 +276,13 @@ void HttpServer::Impl::run(std::vector<GenerationJob> jobs, const httplib::Reque
     callbacks.on_finish = [ex](FinishReason reason, const RequestStats& stats, const std::string& error) {
       ex->post_echo();
       ReplyDelta rest = ex->stream.finish();
-      std::lock_guard lock(ex->mu);
+      std::lock_guard lock(ex->channel->mu);
       if (!rest.empty()) ex->pending.push_back(std::move(rest));
       ex->finished = true;
       ex->reason = reason;
       ex->stats = stats;
       ex->error = error;
-      ex->cv.notify_all();
+      ex->channel->cv.notify_all();
     };
     if (job.echo && job.logprobs)
       callbacks.on_prompt = [ex](std::span<const TokenEvent> events) {
@@ -292,115 +301,168 @@ void HttpServer::Impl::run(std::vector<GenerationJob> jobs, const httplib::Reque
     exchanges.push_back(std::move(ex));
   }
   if (jobs.front().stream)
-    stream(exchanges.front(), ids.front(), fd, std::make_shared<GenerationJob>(std::move(jobs.front())), res);
+    stream(std::move(exchanges), std::move(ids), fd, std::move(jobs), res);
   else
     collect(exchanges, ids, fd, jobs, res);
 }
+
+namespace {
+
+bool all_finished(const std::vector<std::shared_ptr<Exchange>>& exchanges) {
+  return std::all_of(exchanges.begin(), exchanges.end(), [](const auto& ex) { return ex->finished; });
+}
+
+// The usage of a response: each prompt counted once (its first choice's), every reply.
+RequestStats usage_of(const std::vector<std::shared_ptr<Exchange>>& exchanges, const std::vector<GenerationJob>& jobs) {
+  RequestStats usage;
+  for (size_t k = 0; k < exchanges.size(); ++k) {
+    const RequestStats& stats = exchanges[k]->stats;
+    if (jobs[k].first_of_prompt) {
+      usage.prompt_tokens += stats.prompt_tokens;
+      usage.cached_tokens += stats.cached_tokens;
+    }
+    usage.generated_tokens += stats.generated_tokens;
+  }
+  return usage;
+}
+
+}  // namespace
 
 void HttpServer::Impl::collect(const std::vector<std::shared_ptr<Exchange>>& exchanges,
                                const std::vector<uint64_t>& ids, int fd, const std::vector<GenerationJob>& jobs,
                                httplib::Response& res) {
   bool gone = false;
-  for (const auto& ex : exchanges) {
-    std::unique_lock lock(ex->mu);
-    while (!ex->finished) {
-      ex->cv.wait_for(lock, kWatchInterval);
-      if (!ex->finished && !gone && peer_closed(fd)) {
+  {
+    Channel& ch = *exchanges.front()->channel;
+    std::unique_lock lock(ch.mu);
+    while (!all_finished(exchanges)) {
+      ch.cv.wait_for(lock, kWatchInterval);
+      if (!all_finished(exchanges) && !gone && peer_closed(fd)) {
         gone = true;
-        for (const auto& other : exchanges) other->client_gone = true;
+        for (const auto& ex : exchanges) ex->client_gone = true;
         for (uint64_t id : ids) model.engine.cancel(id);
       }
     }
   }
   std::vector<Choice> choices(exchanges.size());
-  RequestStats usage;
   for (size_t k = 0; k < exchanges.size(); ++k) {
     Exchange& ex = *exchanges[k];  // finished: the engine thread is done with it
     for (auto& d : ex.pending) choices[k].reply.add(std::move(d));
     if (ex.reason == FinishReason::Error) throw ApiError(500, "generation failed: " + ex.error);
     if (ex.reason == FinishReason::Cancelled) throw ApiError(503, "the request was cancelled (server shutting down?)");
     choices[k].finish_reason = finish_reason_name(ex.reason, !choices[k].reply.calls.empty());
-    if (jobs[k].first_of_prompt) {
-      usage.prompt_tokens += ex.stats.prompt_tokens;
-      usage.cached_tokens += ex.stats.cached_tokens;
-    }
-    usage.generated_tokens += ex.stats.generated_tokens;
   }
   const GenerationJob& job = jobs.front();
+  const RequestStats usage = usage_of(exchanges, jobs);
   const Json body = job.chat ? chat_completion(job.meta, choices, usage, job.logprobs)
                              : text_completion(job.meta, choices, usage, job.logprobs);
   res.set_content(dump(body), "application/json");
 }
 
-void HttpServer::Impl::stream(const std::shared_ptr<Exchange>& ex, uint64_t id, int fd,
-                              std::shared_ptr<GenerationJob> job, httplib::Response& res) {
+// Server-sent events for every choice as its tokens come, each chunk naming its
+// choice's index; a choice's finish chunk when it ends; once all have ended, the usage
+// (when asked for) and [DONE]. A choice that fails ends the stream with an error event.
+void HttpServer::Impl::stream(std::vector<std::shared_ptr<Exchange>> exchanges, std::vector<uint64_t> ids, int fd,
+                              std::vector<GenerationJob> jobs, httplib::Response& res) {
+  struct Choices {
+    std::vector<std::shared_ptr<Exchange>> exchanges;
+    std::vector<uint64_t> ids;
+    std::vector<GenerationJob> jobs;
+    void cancel_all(Engine& engine) const {
+      for (const auto& ex : exchanges) ex->client_gone = true;
+      for (uint64_t id : ids) engine.cancel(id);
+    }
+  };
+  auto all = std::make_shared<const Choices>(Choices{std::move(exchanges), std::move(ids), std::move(jobs)});
   Engine& engine = model.engine;
   res.set_header("Cache-Control", "no-cache");
-  auto provider = [ex, id, fd, job, &engine](size_t, httplib::DataSink& sink) {
+  auto provider = [all, fd, &engine](size_t, httplib::DataSink& sink) {
+    const auto& exchanges = all->exchanges;
+    const size_t n = exchanges.size();
+    const GenerationJob& job = all->jobs.front();  // meta, chat, logprobs and usage: the same for every choice
+    const ReplyMeta& meta = job.meta;
+    Channel& channel = *exchanges.front()->channel;
     const auto gone = [&] {
-      ex->client_gone = true;
-      engine.cancel(id);
+      all->cancel_all(engine);
       return false;  // aborts the connection
     };
     const auto send = [&](const Json& event) {
       const std::string s = sse_event(event);
       return sink.write(s.data(), s.size());
     };
-    const ReplyMeta& meta = job->meta;
-    if (job->chat && !send(chat_chunk(meta, {{"role", "assistant"}, {"content", ""}}, "", nullptr))) return gone();
-    size_t calls = 0, text_offset = 0;
-    bool made_calls = false;
-    for (;;) {
-      std::deque<ReplyDelta> batch;
-      bool finished = false;
+    const auto end = [&] {
+      const std::string done = "data: [DONE]\n\n";
+      if (!sink.write(done.data(), done.size())) return gone();
+      sink.done();
+      return true;
+    };
+    if (job.chat)
+      for (size_t k = 0; k < n; ++k)
+        if (!send(chat_chunk(meta, k, {{"role", "assistant"}, {"content", ""}}, "", nullptr))) return gone();
+    struct Progress {
+      size_t calls = 0, text_offset = 0;
+      bool made_calls = false, ended = false;
+    };
+    std::vector<Progress> progress(n);
+    for (size_t ended = 0; ended < n;) {
+      std::vector<std::deque<ReplyDelta>> batches(n);
+      std::vector<bool> finished(n);
       {
-        std::unique_lock lock(ex->mu);
-        ex->cv.wait_for(lock, kWatchInterval, [&] { return ex->finished || !ex->pending.empty(); });
-        batch.swap(ex->pending);
-        finished = ex->finished;
-      }
-      for (const ReplyDelta& d : batch) {
-        const auto* lp = job->logprobs ? &d.logprobs : nullptr;
-        bool ok;
-        if (job->chat) {
-          ok = send(chat_chunk(meta, chat_delta(d, meta.id, calls), "", lp));
-          calls += d.calls.size();
-          made_calls = made_calls || !d.calls.empty();
-        } else {
-          ok = send(text_chunk(meta, d.content, "", lp, text_offset));
-          text_offset += d.content.size();
+        std::unique_lock lock(channel.mu);
+        channel.cv.wait_for(lock, kWatchInterval, [&] {
+          for (size_t k = 0; k < n; ++k)
+            if (!exchanges[k]->pending.empty() || (exchanges[k]->finished && !progress[k].ended)) return true;
+          return false;
+        });
+        for (size_t k = 0; k < n; ++k) {
+          batches[k].swap(exchanges[k]->pending);
+          finished[k] = exchanges[k]->finished;
         }
-        if (!ok) return gone();
       }
-      if (finished) break;
-      if (peer_closed(fd)) return gone();
+      for (size_t k = 0; k < n; ++k) {
+        Progress& p = progress[k];
+        for (const ReplyDelta& d : batches[k]) {
+          const auto* lp = job.logprobs ? &d.logprobs : nullptr;
+          bool ok;
+          if (job.chat) {
+            ok = send(chat_chunk(meta, k, chat_delta(d, meta.id, p.calls), "", lp));
+            p.calls += d.calls.size();
+            p.made_calls = p.made_calls || !d.calls.empty();
+          } else {
+            ok = send(text_chunk(meta, k, d.content, "", lp, p.text_offset));
+            p.text_offset += d.content.size();
+          }
+          if (!ok) return gone();
+        }
+        if (!finished[k] || p.ended) continue;
+        p.ended = true;
+        ++ended;
+        const Exchange& ex = *exchanges[k];  // finished: the engine thread is done with it
+        if (ex.reason == FinishReason::Error || ex.reason == FinishReason::Cancelled) {
+          const ApiError e(ex.reason == FinishReason::Error ? 500 : 503,
+                           ex.reason == FinishReason::Error ? "generation failed: " + ex.error
+                                                            : "the request was cancelled");
+          all->cancel_all(engine);
+          if (!send(e.body())) return gone();
+          return end();
+        }
+        const std::string finish = finish_reason_name(ex.reason, p.made_calls);
+        if (!send(job.chat ? chat_chunk(meta, k, Json::object(), finish, nullptr)
+                           : text_chunk(meta, k, "", finish, nullptr, p.text_offset)))
+          return gone();
+      }
+      if (ended < n && peer_closed(fd)) return gone();
     }
-    if (ex->reason == FinishReason::Error || ex->reason == FinishReason::Cancelled) {
-      const ApiError e(ex->reason == FinishReason::Error ? 500 : 503,
-                       ex->reason == FinishReason::Error ? "generation failed: " + ex->error
-                                                         : "the request was cancelled");
-      send(e.body());
-    } else {
-      const std::string finish = finish_reason_name(ex->reason, made_calls);
-      if (!send(job->chat ? chat_chunk(meta, Json::object(), finish, nullptr)
-                          : text_chunk(meta, "", finish, nullptr, text_offset)))
-        return gone();
-      if (job->include_usage &&
-          !send(job->chat ? chat_usage_chunk(meta, ex->stats) : text_usage_chunk(meta, ex->stats)))
-        return gone();
+    if (job.include_usage) {
+      const RequestStats usage = usage_of(exchanges, all->jobs);
+      if (!send(job.chat ? chat_usage_chunk(meta, usage) : text_usage_chunk(meta, usage))) return gone();
     }
-    const std::string done = "data: [DONE]\n\n";
-    if (!sink.write(done.data(), done.size())) return gone();
-    sink.done();
-    return true;
+    return end();
   };
   // Runs when the response ends, also when the library gave up on the client.
-  auto release = [ex, id, &engine](bool) {
-    std::lock_guard lock(ex->mu);
-    if (!ex->finished) {
-      ex->client_gone = true;
-      engine.cancel(id);
-    }
+  auto release = [all, &engine](bool) {
+    std::lock_guard lock(all->exchanges.front()->channel->mu);
+    if (!all_finished(all->exchanges)) all->cancel_all(engine);
   };
   res.set_chunked_content_provider("text/event-stream", provider, release);
 }

@@ -41,7 +41,7 @@ TEST(ApiRequest, BadFieldsAreRejectedByName) {
   EXPECT_EQ(error_of(chat(R"({"max_tokens":0})")), std::make_pair(400, std::string("max_tokens")));
   EXPECT_EQ(error_of(chat(R"({"n":0})")), std::make_pair(400, std::string("n")));
   EXPECT_EQ(error_of(chat(R"({"n":129})")), std::make_pair(400, std::string("n")));
-  EXPECT_EQ(error_of(chat(R"({"n":2,"stream":true})")), std::make_pair(400, std::string("n")));
+  EXPECT_EQ(error_of(chat(R"({"n":2,"stream":true})")), std::make_pair(0, std::string()));  // choices by index
   EXPECT_EQ(error_of(chat(R"({"stop":[1]})")), std::make_pair(400, std::string("stop")));
   EXPECT_EQ(error_of(chat(R"({"stream":"yes"})")), std::make_pair(400, std::string("stream")));
   EXPECT_EQ(error_of(chat(R"({"top_logprobs":3})")), std::make_pair(400, std::string("top_logprobs")));
@@ -154,7 +154,7 @@ TEST(ApiRequest, CompletionPrompts) {
   EXPECT_EQ(completion_error_of(R"({"prompt":[{"a":1}]})"), std::make_pair(400, std::string("prompt")));
   EXPECT_EQ(completion_error_of(R"({})"), std::make_pair(400, std::string("prompt")));
   EXPECT_EQ(completion_error_of(R"({"prompt":"a","max_tokens":0})"), std::make_pair(400, std::string("max_tokens")));
-  EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"stream":true})"), std::make_pair(400, std::string("prompt")));
+  EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"stream":true})"), std::make_pair(0, std::string()));
   EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"n":64})"), std::make_pair(0, std::string()));
   EXPECT_EQ(completion_error_of(R"({"prompt":["a","b"],"n":65})"), std::make_pair(400, std::string("n")));
   EXPECT_EQ(completion_error_of(R"({"prompt":"a","suffix":"b"})"), std::make_pair(400, std::string("suffix")));

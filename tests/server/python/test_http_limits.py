@@ -31,7 +31,6 @@ def error_of(server, body, path="/v1/chat/completions", headers=None):
     ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": "4"}, 400),
     ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, 400),
     ({"messages": [{"role": "user", "content": "hi"}], "n": 0}, 400),
-    ({"messages": [{"role": "user", "content": "hi"}], "n": 2, "stream": True}, 400),
     ({"messages": [{"role": "user", "content": "hi"}], "model": "no-such-model"}, 404),
     ({"messages": [{"role": "user", "content": "word " * 2000}]}, 400),  # longer than the context
 ])
@@ -40,7 +39,6 @@ def test_bad_requests(qwen, body, status):
 
 
 def test_bad_completion_request_and_unknown_path(qwen):
-    assert error_of(qwen, {"prompt": ["a", "b"], "stream": True}, "/v1/completions")[0] == 400
     assert error_of(qwen, {"prompt": "a", "max_tokens": 0}, "/v1/completions")[0] == 400
     # One prompt of a batch too long for the context refuses the whole request.
     assert error_of(qwen, {"prompt": ["a", "word " * 2000]}, "/v1/completions")[0] == 400
@@ -179,17 +177,17 @@ def test_slow_client_is_dropped_and_others_are_served(qwen):
     assert data == b"" or data.startswith(b"HTTP/1.1 4"), data
 
 
-def stream_until_first_token(server, seed):
-    """Opens a long stream, reads one chunk, and leaves (closes the connection)."""
+def stream_until_first_token(server, seed, n=1):
+    """Opens a long stream of n choices, reads up to its first token, and returns the connection."""
     conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
     body = {"messages": [{"role": "user", "content": f"long story {seed}"}], "max_tokens": 100000, "stream": True,
-            "seed": seed}
+            "seed": seed, "n": n}
     conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
                  headers={"Authorization": f"Bearer {server.key}", "Content-Type": "application/json"})
     r = conn.getresponse()
     assert r.status == 200
     events = 0
-    while events < 2:  # the role chunk (sent at once), then a generated token's: the request holds a slot
+    while events < n + 1:  # the choices' role chunks (sent at once), then a generated token's: all hold slots
         events += r.fp.readline().startswith(b"data: ")
     return conn
 
@@ -199,6 +197,16 @@ def test_clients_that_leave_free_their_slots(qwen):
     conns = [stream_until_first_token(qwen, i) for i in range(4)]
     m = qwen.metrics()
     assert m["zinc_requests_running"] == 4
+    for c in conns:
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+    assert qwen.wait_idle(timeout=5) < 2, "slots were not freed when their clients left"
+
+
+def test_a_client_that_leaves_a_stream_of_several_choices_frees_their_slots(qwen):
+    qwen.wait_idle()
+    conns = [stream_until_first_token(qwen, i, n=2) for i in range(2)]
+    assert qwen.metrics()["zinc_requests_running"] == 4
     for c in conns:
         c.sock.shutdown(socket.SHUT_RDWR)
         c.close()

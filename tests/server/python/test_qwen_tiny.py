@@ -182,3 +182,44 @@ def test_echo_scoring_over_batched_prompts_and_choices(qwen):
         assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
         assert all(x <= 0 for x in lp.token_logprobs[1:])
     assert [c.text for c in client.completions.create(**args).choices] == [c.text for c in r.choices]
+
+
+def joined_by_index(stream):
+    """A stream's choices by index: (reasoning, content or text, finish reason, logprob tokens), and its usage.
+    Asserts that each choice opens with its role (chat) and finishes once."""
+    got, usage = {}, None
+    for chunk in stream:
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            r, t, finish, tokens = got.get(c.index, ("", "", None, []))
+            assert finish is None, f"choice {c.index} goes on after its finish chunk"
+            if hasattr(c, "delta"):
+                assert (c.index in got) == (c.delta.role is None), f"choice {c.index}'s role chunk"
+                r, t = r + (extra(c.delta, "reasoning_content") or ""), t + (c.delta.content or "")
+            else:
+                t += c.text
+                tokens = tokens + (c.logprobs.tokens if c.logprobs else [])
+            got[c.index] = (r, t, c.finish_reason, tokens)
+    return got, usage
+
+
+def test_several_choices_stream_by_index(qwen):
+    """n choices, and several prompts, stream together, each chunk naming its choice: every choice's text,
+    finish reason and logprobs equal the same request's whole reply's, and the usage counts each prompt once."""
+    client = qwen.client()
+    args = dict(model=qwen.model_id, messages=USER, max_tokens=10, seed=7, temperature=0.8, n=3)
+    whole = client.chat.completions.create(**args)
+    got, usage = joined_by_index(client.chat.completions.create(stream=True, stream_options={"include_usage": True},
+                                                                **args))
+    assert sorted(got) == [0, 1, 2]
+    assert [got[k][:3] for k in range(3)] == [(extra(c.message, "reasoning_content") or "", c.message.content or "",
+                                              c.finish_reason) for c in whole.choices]
+    assert (usage.prompt_tokens, usage.completion_tokens) == (whole.usage.prompt_tokens, whole.usage.completion_tokens)
+
+    args = dict(model=qwen.model_id, prompt=["Once upon", "tick tock"], max_tokens=6, seed=5, n=2, logprobs=1)
+    whole = client.completions.create(**args)
+    got, usage = joined_by_index(client.completions.create(stream=True, stream_options={"include_usage": True},
+                                                           **args))
+    assert sorted(got) == [0, 1, 2, 3]
+    assert [got[k][1:] for k in range(4)] == [(c.text, c.finish_reason, c.logprobs.tokens) for c in whole.choices]
+    assert (usage.prompt_tokens, usage.completion_tokens) == (whole.usage.prompt_tokens, whole.usage.completion_tokens)
