@@ -210,7 +210,7 @@ def test_several_choices_stream_by_index(qwen):
     whole = client.chat.completions.create(**args)
     got, usage = joined_by_index(client.chat.completions.create(stream=True, stream_options={"include_usage": True},
                                                                 **args))
-    assert sorted(got) == [0, 1, 2]
+    assert sorted(got) == [0, 1, 2] and len({c.message.content for c in whole.choices}) == 3  # told apart
     assert [got[k][:3] for k in range(3)] == [(extra(c.message, "reasoning_content") or "", c.message.content or "",
                                               c.finish_reason) for c in whole.choices]
     assert (usage.prompt_tokens, usage.completion_tokens) == (whole.usage.prompt_tokens, whole.usage.completion_tokens)
@@ -219,6 +219,6 @@ def test_several_choices_stream_by_index(qwen):
     whole = client.completions.create(**args)
     got, usage = joined_by_index(client.completions.create(stream=True, stream_options={"include_usage": True},
                                                            **args))
-    assert sorted(got) == [0, 1, 2, 3]
+    assert sorted(got) == [0, 1, 2, 3] and len({c.text for c in whole.choices}) == 4
     assert [got[k][1:] for k in range(4)] == [(c.text, c.finish_reason, c.logprobs.tokens) for c in whole.choices]
     assert (usage.prompt_tokens, usage.completion_tokens) == (whole.usage.prompt_tokens, whole.usage.completion_tokens)
