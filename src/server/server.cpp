@@ -63,6 +63,36 @@ struct Exchange {
   }
 };
 
+// Every choice of one HTTP request, in order: its exchange, its engine request and its job.
+struct Choices {
+  std::vector<std::shared_ptr<Exchange>> exchanges;
+  std::vector<uint64_t> ids;
+  std::vector<GenerationJob> jobs;
+
+  bool all_finished() const {  // under the channel's lock
+    return std::all_of(exchanges.begin(), exchanges.end(), [](const auto& ex) { return ex->finished; });
+  }
+  // Cancels every choice submitted so far; their callbacks stop at the next token.
+  void cancel_all(Engine& engine) const {
+    for (const auto& ex : exchanges) ex->client_gone = true;
+    for (uint64_t id : ids) engine.cancel(id);
+  }
+  // The usage of the response, once all have finished: each prompt counted once (its first
+  // choice's), every reply.
+  RequestStats usage() const {
+    RequestStats usage;
+    for (size_t k = 0; k < exchanges.size(); ++k) {
+      const RequestStats& stats = exchanges[k]->stats;
+      if (jobs[k].first_of_prompt) {
+        usage.prompt_tokens += stats.prompt_tokens;
+        usage.cached_tokens += stats.cached_tokens;
+      }
+      usage.generated_tokens += stats.generated_tokens;
+    }
+    return usage;
+  }
+};
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(dump(e.body()), "application/json");
@@ -101,10 +131,8 @@ struct HttpServer::Impl {
   void completions(const Json& body, const httplib::Request& req, httplib::Response& res);
   void run(std::vector<GenerationJob> jobs, const httplib::Request& req, httplib::Response& res);
   std::shared_ptr<Exchange> exchange_for(const GenerationJob& job, std::shared_ptr<Channel> channel) const;
-  void collect(const std::vector<std::shared_ptr<Exchange>>& exchanges, const std::vector<uint64_t>& ids, int fd,
-               const std::vector<GenerationJob>& jobs, httplib::Response& res);
-  void stream(std::vector<std::shared_ptr<Exchange>> exchanges, std::vector<uint64_t> ids, int fd,
-              std::vector<GenerationJob> jobs, httplib::Response& res);
+  void collect(const Choices& all, int fd, httplib::Response& res);
+  void stream(std::shared_ptr<const Choices> all, int fd, httplib::Response& res);
   void count(const httplib::Request& req, const httplib::Response& res);
   JobContext job_context() const {
     return {model.tokenizer, model.eog_ids, model.engine.options().n_ctx, options.defaults.model_id};
@@ -258,13 +286,10 @@ void HttpServer::Impl::run(std::vector<GenerationJob> jobs, const httplib::Reque
                      job.chat ? "messages" : "prompt", "context_length_exceeded");
   }
   const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
-  std::vector<std::shared_ptr<Exchange>> exchanges;
-  std::vector<uint64_t> ids;
-  const auto cancel_submitted = [&] {
-    for (uint64_t id : ids) model.engine.cancel(id);
-  };
+  auto all = std::make_shared<Choices>();
+  all->jobs = std::move(jobs);
   const auto channel = std::make_shared<Channel>();
-  for (GenerationJob& job : jobs) {
+  for (GenerationJob& job : all->jobs) {
     auto ex = exchange_for(job, channel);
     RequestCallbacks callbacks;
     callbacks.on_token = [ex](const TokenEvent& ev) {
@@ -289,58 +314,34 @@ void HttpServer::Impl::run(std::vector<GenerationJob> jobs, const httplib::Reque
         for (const TokenEvent& ev : events) ex->echo->logprobs.push_back(ex->stream.logprobs_of(ev));
       };
     try {
-      ids.push_back(model.engine.submit(std::move(job.request), std::move(callbacks)));
+      all->ids.push_back(model.engine.submit(std::move(job.request), std::move(callbacks)));
     } catch (const QueueFull& e) {
-      cancel_submitted();
+      all->cancel_all(model.engine);
       res.set_header("Retry-After", "1");
       throw ApiError(503, e.what(), "", "queue_full");
     } catch (const std::invalid_argument& e) {
-      cancel_submitted();
+      all->cancel_all(model.engine);
       throw ApiError(400, e.what());
     }
-    exchanges.push_back(std::move(ex));
+    all->exchanges.push_back(std::move(ex));
   }
-  if (jobs.front().stream)
-    stream(std::move(exchanges), std::move(ids), fd, std::move(jobs), res);
+  if (all->jobs.front().stream)
+    stream(std::move(all), fd, res);
   else
-    collect(exchanges, ids, fd, jobs, res);
+    collect(*all, fd, res);
 }
 
-namespace {
-
-bool all_finished(const std::vector<std::shared_ptr<Exchange>>& exchanges) {
-  return std::all_of(exchanges.begin(), exchanges.end(), [](const auto& ex) { return ex->finished; });
-}
-
-// The usage of a response: each prompt counted once (its first choice's), every reply.
-RequestStats usage_of(const std::vector<std::shared_ptr<Exchange>>& exchanges, const std::vector<GenerationJob>& jobs) {
-  RequestStats usage;
-  for (size_t k = 0; k < exchanges.size(); ++k) {
-    const RequestStats& stats = exchanges[k]->stats;
-    if (jobs[k].first_of_prompt) {
-      usage.prompt_tokens += stats.prompt_tokens;
-      usage.cached_tokens += stats.cached_tokens;
-    }
-    usage.generated_tokens += stats.generated_tokens;
-  }
-  return usage;
-}
-
-}  // namespace
-
-void HttpServer::Impl::collect(const std::vector<std::shared_ptr<Exchange>>& exchanges,
-                               const std::vector<uint64_t>& ids, int fd, const std::vector<GenerationJob>& jobs,
-                               httplib::Response& res) {
+void HttpServer::Impl::collect(const Choices& all, int fd, httplib::Response& res) {
+  const auto& exchanges = all.exchanges;
   bool gone = false;
   {
     Channel& ch = *exchanges.front()->channel;
     std::unique_lock lock(ch.mu);
-    while (!all_finished(exchanges)) {
+    while (!all.all_finished()) {
       ch.cv.wait_for(lock, kWatchInterval);
-      if (!all_finished(exchanges) && !gone && peer_closed(fd)) {
+      if (!all.all_finished() && !gone && peer_closed(fd)) {
         gone = true;
-        for (const auto& ex : exchanges) ex->client_gone = true;
-        for (uint64_t id : ids) model.engine.cancel(id);
+        all.cancel_all(model.engine);
       }
     }
   }
@@ -352,8 +353,8 @@ void HttpServer::Impl::collect(const std::vector<std::shared_ptr<Exchange>>& exc
     if (ex.reason == FinishReason::Cancelled) throw ApiError(503, "the request was cancelled (server shutting down?)");
     choices[k].finish_reason = finish_reason_name(ex.reason, !choices[k].reply.calls.empty());
   }
-  const GenerationJob& job = jobs.front();
-  const RequestStats usage = usage_of(exchanges, jobs);
+  const GenerationJob& job = all.jobs.front();
+  const RequestStats usage = all.usage();
   const Json body = job.chat ? chat_completion(job.meta, choices, usage, job.logprobs)
                              : text_completion(job.meta, choices, usage, job.logprobs);
   res.set_content(dump(body), "application/json");
@@ -362,18 +363,7 @@ void HttpServer::Impl::collect(const std::vector<std::shared_ptr<Exchange>>& exc
 // Server-sent events for every choice as its tokens come, each chunk naming its
 // choice's index; a choice's finish chunk when it ends; once all have ended, the usage
 // (when asked for) and [DONE]. A choice that fails ends the stream with an error event.
-void HttpServer::Impl::stream(std::vector<std::shared_ptr<Exchange>> exchanges, std::vector<uint64_t> ids, int fd,
-                              std::vector<GenerationJob> jobs, httplib::Response& res) {
-  struct Choices {
-    std::vector<std::shared_ptr<Exchange>> exchanges;
-    std::vector<uint64_t> ids;
-    std::vector<GenerationJob> jobs;
-    void cancel_all(Engine& engine) const {
-      for (const auto& ex : exchanges) ex->client_gone = true;
-      for (uint64_t id : ids) engine.cancel(id);
-    }
-  };
-  auto all = std::make_shared<const Choices>(Choices{std::move(exchanges), std::move(ids), std::move(jobs)});
+void HttpServer::Impl::stream(std::shared_ptr<const Choices> all, int fd, httplib::Response& res) {
   Engine& engine = model.engine;
   res.set_header("Cache-Control", "no-cache");
   auto provider = [all, fd, &engine](size_t, httplib::DataSink& sink) {
@@ -454,7 +444,7 @@ void HttpServer::Impl::stream(std::vector<std::shared_ptr<Exchange>> exchanges, 
       if (ended < n && peer_closed(fd)) return gone();
     }
     if (job.include_usage) {
-      const RequestStats usage = usage_of(exchanges, all->jobs);
+      const RequestStats usage = all->usage();
       if (!send(job.chat ? chat_usage_chunk(meta, usage) : text_usage_chunk(meta, usage))) return gone();
     }
     return end();
@@ -462,7 +452,7 @@ void HttpServer::Impl::stream(std::vector<std::shared_ptr<Exchange>> exchanges, 
   // Runs when the response ends, also when the library gave up on the client.
   auto release = [all, &engine](bool) {
     std::lock_guard lock(all->exchanges.front()->channel->mu);
-    if (!all_finished(all->exchanges)) all->cancel_all(engine);
+    if (!all->all_finished()) all->cancel_all(engine);
   };
   res.set_chunked_content_provider("text/event-stream", provider, release);
 }
