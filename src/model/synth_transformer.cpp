@@ -6,8 +6,12 @@
 //                       a decode benchmark of README's chat model beside llama.cpp
 //   llama tiny-llama3   Llama-3-like: wide GQA, rope_freqs.weight, untied output
 //   qwen3 tiny          Qwen3-0.6B-like: head_dim 128 != embd / heads, tied embeddings
+//   qwen3 8b            Qwen3-8B's shapes, random weights, Q4_K_M's types (below)
 //   qwen3moe tiny       Qwen3-30B-A3B-like: 8 experts, 2 used, no shared expert
+//   qwen3moe 30b-a3b    Qwen3-30B-A3B's shapes, random weights, Q4_K_M's types
+// The full-size presets are benchmark files: the same file for zinc and llama.cpp.
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -26,19 +30,33 @@ struct Shape {
 
 struct Types {
   DType embd, output, attn_qk, attn_v, attn_out, ffn_gate_up, ffn_down;
+  // attn_v and ffn_down of the layers that llama.cpp's Q4_K_M gives more bits (the
+  // first and last eighth, and every third layer between); none: every layer as above.
+  std::optional<DType> more_bits;
 };
 
+bool more_bits_layer(int64_t i, int64_t layers) {
+  return i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
+}
+
+// Q4_K_M as llama.cpp's quantizer assigns it to these models' tensors.
+constexpr Types kQ4KM = {DType::Q4_K, DType::Q6_K, DType::Q4_K, DType::Q4_K,
+                         DType::Q4_K, DType::Q4_K, DType::Q4_K, DType::Q6_K};
+
+// big: a full-size file, written from random blocks with a real quantized file's
+// magnitudes (as synth_qwen35moe's benchmark file); else std 1/sqrt(fan-in).
 ModelSpec transformer_spec(const std::string& arch, const std::string& preset, Shape s, Types ty,
-                           const Options& opt) {
+                           const Options& opt, bool big = false) {
   if (opt.layers) s.layers = *opt.layers;
   if (opt.vocab) s.vocab = *opt.vocab;
   if (opt.experts) s.experts = *opt.experts;
   if (s.layers < 1 || s.experts < s.used)
     throw std::invalid_argument("synth: need layers >= 1 and experts >= " + std::to_string(s.used));
-  if (opt.type) ty = {*opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type};
+  if (opt.type) ty = {*opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type, *opt.type, std::nullopt};
   const bool moe = s.experts > 0, qk_norm = arch != "llama";
 
   ModelSpec spec;
+  spec.random_blocks = big;
   spec.metadata = [arch, preset, s, moe](gguf::GgufWriter& w) {
     const std::string a = arch + ".";
     w.set_string("general.architecture", arch);
@@ -66,14 +84,14 @@ ModelSpec transformer_spec(const std::string& arch, const std::string& preset, S
 
   // std 1/sqrt(fan-in) keeps activations near unit scale; norm weights near 1.
   auto matrix = [&](std::string name, DType t, std::vector<int64_t> dims) {
-    const float std_dev = 1.0f / std::sqrt(static_cast<float>(dims[0]));
+    const float std_dev = big ? 0.02f : 1.0f / std::sqrt(static_cast<float>(dims[0]));
     spec.tensors.push_back({std::move(name), t, std::move(dims), Init::Normal, std_dev, 0.0f});
   };
   auto f32 = [&](std::string name, std::vector<int64_t> dims, Init init, float scale, float mean = 0.0f) {
     spec.tensors.push_back({std::move(name), DType::F32, std::move(dims), init, scale, mean});
   };
 
-  spec.tensors.push_back({"token_embd.weight", ty.embd, {s.embd, s.vocab}, Init::Normal, 1.0f, 0.0f});
+  spec.tensors.push_back({"token_embd.weight", ty.embd, {s.embd, s.vocab}, Init::Normal, big ? 0.02f : 1.0f, 0.0f});
   f32("output_norm.weight", {s.embd}, Init::NearOne, 0.1f);
   if (!s.tied) matrix("output.weight", ty.output, {s.embd, s.vocab});
   // Llama 3's long-context divisors run from 1 to 8 across the frequencies; random
@@ -82,10 +100,12 @@ ModelSpec transformer_spec(const std::string& arch, const std::string& preset, S
   const int64_t q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
+    const bool more = ty.more_bits && more_bits_layer(i, s.layers);
+    const DType attn_v = more ? *ty.more_bits : ty.attn_v, ffn_down = more ? *ty.more_bits : ty.ffn_down;
     f32(b + "attn_norm.weight", {s.embd}, Init::NearOne, 0.1f);
     matrix(b + "attn_q.weight", ty.attn_qk, {s.embd, q_width});
     matrix(b + "attn_k.weight", ty.attn_qk, {s.embd, kv_width});
-    matrix(b + "attn_v.weight", ty.attn_v, {s.embd, kv_width});
+    matrix(b + "attn_v.weight", attn_v, {s.embd, kv_width});
     matrix(b + "attn_output.weight", ty.attn_out, {q_width, s.embd});
     if (qk_norm) {
       f32(b + "attn_q_norm.weight", {s.head_dim}, Init::NearOne, 0.1f);
@@ -96,11 +116,11 @@ ModelSpec transformer_spec(const std::string& arch, const std::string& preset, S
       f32(b + "ffn_gate_inp.weight", {s.embd, s.experts}, Init::Normal, 2.0f / std::sqrt(float(s.embd)));
       matrix(b + "ffn_gate_exps.weight", ty.ffn_gate_up, {s.embd, s.ff, s.experts});
       matrix(b + "ffn_up_exps.weight", ty.ffn_gate_up, {s.embd, s.ff, s.experts});
-      matrix(b + "ffn_down_exps.weight", ty.ffn_down, {s.ff, s.embd, s.experts});
+      matrix(b + "ffn_down_exps.weight", ffn_down, {s.ff, s.embd, s.experts});
     } else {
       matrix(b + "ffn_gate.weight", ty.ffn_gate_up, {s.embd, s.ff});
       matrix(b + "ffn_up.weight", ty.ffn_gate_up, {s.embd, s.ff});
-      matrix(b + "ffn_down.weight", ty.ffn_down, {s.ff, s.embd});
+      matrix(b + "ffn_down.weight", ffn_down, {s.ff, s.embd});
     }
   }
   return spec;
@@ -141,7 +161,11 @@ ModelSpec qwen3_spec(const Options& opt) {
                             {DType::Q6_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q4_K, DType::Q4_K,
                              DType::Q6_K},
                             opt);
-  unknown_preset("qwen3", opt.preset, "tiny");
+  if (opt.preset == "8b")
+    return transformer_spec("qwen3", opt.preset,
+                            {36, 4096, 151936, 40960, 32, 8, 128, 12288, 0, 0, 1000000.0f, 1e-6f, false, false},
+                            kQ4KM, opt, true);
+  unknown_preset("qwen3", opt.preset, "tiny, 8b");
 }
 
 ModelSpec qwen3moe_spec(const Options& opt) {
@@ -151,7 +175,11 @@ ModelSpec qwen3moe_spec(const Options& opt) {
                             {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q8_0, DType::Q4_K,
                              DType::Q5_K},
                             opt);
-  unknown_preset("qwen3moe", opt.preset, "tiny");
+  if (opt.preset == "30b-a3b")
+    return transformer_spec("qwen3moe", opt.preset,
+                            {48, 2048, 151936, 40960, 32, 4, 128, 768, 128, 8, 1000000.0f, 1e-6f, false, false},
+                            kQ4KM, opt, true);
+  unknown_preset("qwen3moe", opt.preset, "tiny, 30b-a3b");
 }
 
 }  // namespace zinc::synth

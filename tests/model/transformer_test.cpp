@@ -256,5 +256,74 @@ INSTANTIATE_TEST_SUITE_P(Presets, TransformerReference,
                                            Case{"qwen3", "tiny", 33}),
                          case_name);
 
+// The full-size benchmark presets: every tensor's shape and type written out here from
+// the released models' configs and llama.cpp's Q4_K_M rule (attn_v and ffn_down in Q6_K
+// for the layers listed), and the sizes of the real Q4_K_M files (18.6 GB and 5.03 GB).
+struct FullSize {
+  std::string arch, preset;
+  int64_t layers, embd, vocab, q_width, kv_width, ff, experts;
+  std::vector<int> more_bits;  // layers whose attn_v and ffn_down are Q6_K
+  double gib;
+};
+
+class TransformerFullSize : public ::testing::TestWithParam<FullSize> {};
+
+TEST_P(TransformerFullSize, MatchesTheReleasedModelInQ4KM) {
+  const FullSize& f = GetParam();
+  synth::Options opt;
+  opt.arch = f.arch;
+  opt.preset = f.preset;
+  const synth::ModelSpec spec = synth::make_spec(opt);
+  EXPECT_TRUE(spec.random_blocks);
+  struct Want {
+    std::string name;
+    DType type;
+    std::vector<int64_t> dims;
+  };
+  std::vector<Want> want = {{"token_embd.weight", DType::Q4_K, {f.embd, f.vocab}},
+                            {"output_norm.weight", DType::F32, {f.embd}},
+                            {"output.weight", DType::Q6_K, {f.embd, f.vocab}}};
+  for (int64_t i = 0; i < f.layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const bool more = std::find(f.more_bits.begin(), f.more_bits.end(), i) != f.more_bits.end();
+    const DType down = more ? DType::Q6_K : DType::Q4_K;
+    want.push_back({b + "attn_norm.weight", DType::F32, {f.embd}});
+    want.push_back({b + "attn_q.weight", DType::Q4_K, {f.embd, f.q_width}});
+    want.push_back({b + "attn_k.weight", DType::Q4_K, {f.embd, f.kv_width}});
+    want.push_back({b + "attn_v.weight", down, {f.embd, f.kv_width}});
+    want.push_back({b + "attn_output.weight", DType::Q4_K, {f.q_width, f.embd}});
+    want.push_back({b + "attn_q_norm.weight", DType::F32, {128}});
+    want.push_back({b + "attn_k_norm.weight", DType::F32, {128}});
+    want.push_back({b + "ffn_norm.weight", DType::F32, {f.embd}});
+    if (f.experts) {
+      want.push_back({b + "ffn_gate_inp.weight", DType::F32, {f.embd, f.experts}});
+      want.push_back({b + "ffn_gate_exps.weight", DType::Q4_K, {f.embd, f.ff, f.experts}});
+      want.push_back({b + "ffn_up_exps.weight", DType::Q4_K, {f.embd, f.ff, f.experts}});
+      want.push_back({b + "ffn_down_exps.weight", down, {f.ff, f.embd, f.experts}});
+    } else {
+      want.push_back({b + "ffn_gate.weight", DType::Q4_K, {f.embd, f.ff}});
+      want.push_back({b + "ffn_up.weight", DType::Q4_K, {f.embd, f.ff}});
+      want.push_back({b + "ffn_down.weight", down, {f.ff, f.embd}});
+    }
+  }
+  ASSERT_EQ(spec.tensors.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(spec.tensors[i].name, want[i].name);
+    EXPECT_EQ(spec.tensors[i].type, want[i].type) << want[i].name;
+    EXPECT_EQ(spec.tensors[i].dims, want[i].dims) << want[i].name;
+  }
+  const double gib = static_cast<double>(synth::total_bytes(spec)) / (1024.0 * 1024 * 1024);
+  EXPECT_NEAR(gib, f.gib, 0.01);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, TransformerFullSize,
+    ::testing::Values(
+        FullSize{"qwen3moe", "30b-a3b", 48, 2048, 151936, 4096, 512, 768, 128,
+                 {0, 1, 2, 3, 4, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35, 38, 41, 42, 43, 44, 45, 46, 47}, 17.28},
+        FullSize{"qwen3", "8b", 36, 4096, 151936, 4096, 1024, 12288, 0,
+                 {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35}, 4.68}),
+    [](const ::testing::TestParamInfo<FullSize>& info) { return info.param.arch; });
+
 }  // namespace
 }  // namespace zinc
