@@ -44,14 +44,22 @@ constexpr int warp_bytes() {
 
 // Chunks per warp (C) and warps per tile (the team) for rows of `in` elements; 0
 // chunks: none fit. One chunk a warp while a team of kWarps covers the row, else two.
+// With `split`, a row too long for a team is cut into `splits` equal parts of whole
+// chunks, each a tile of its own whose partial sums are added after the launch
+// (matmul_batched's split_sum): Qwen3-8B's down projection (rows of 12288) in 3.
+constexpr int kMaxSplits = 8;
 struct Shape {
-  int chunks_per_warp = 0, team = 0;
+  int chunks_per_warp = 0, team = 0, splits = 1;
 };
-inline Shape shape_for(int64_t in) {
+inline Shape shape_for(int64_t in, bool split = false) {
   if (in % kChunk != 0) return {};
   const int chunks = static_cast<int>(in / kChunk);
-  if (chunks <= kWarps) return {1, chunks};
-  if (chunks <= 2 * kWarps && chunks % 2 == 0) return {2, chunks / 2};
+  for (int s = 1; s <= (split ? kMaxSplits : 1); ++s) {
+    if (chunks % s != 0) continue;
+    const int part = chunks / s;
+    if (part <= kWarps) return {1, part, s};
+    if (part <= 2 * kWarps && part % 2 == 0) return {2, part / 2, s};
+  }
   return {};
 }
 

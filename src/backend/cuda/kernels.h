@@ -28,9 +28,11 @@ void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Ten
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for kFewMinTokens to kFewMaxTokens tokens (one sequence or several
 // decoding) on the tensor cores, each weight byte read once (matmul_few.cu): Q8_0,
-// Q4_K, Q5_K and Q6_K rows of whole 256-element chunks (up to 4096 elements), on
-// Hopper; at one token Q8_0 only, in groups of kFewOneTokenMinRows rows or more
-// (smaller groups are faster on the matvec). xb: x in the pipelined tiles' f16 pairs
+// Q4_K, Q5_K and Q6_K rows of whole 256-element chunks (up to 4096 elements; at one
+// token longer rows in matmul_few_splits(in, 1) parts, whose partial sums go to parts[i],
+// {out, n, splits}, for the caller to add), on Hopper; at one token in groups of
+// kFewOneTokenMinRows rows or more (smaller groups are faster on the matvec), and Q6_K
+// rows of 2048 not at all (the matvec's int8 form). xb: x in the pipelined tiles' f16 pairs
 // (to_f16_pairs) for 2 tokens or more; one token reads x, and up to kFewMaxF32Weights
 // F32 weights of the same x (f32, f32_y) ride along in the first launch. matmul_batched
 // sends it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
@@ -41,8 +43,10 @@ inline constexpr int64_t kFewMinTokens = 1;
 inline constexpr int64_t kFewOneTokenMinRows = 2048;
 inline constexpr int kFewMaxF32Weights = 4;
 bool matmul_few_takes(const Tensor& w, int64_t n);
+int matmul_few_splits(int64_t in, int64_t n);
 void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const float* x, const __half* xb, int64_t in,
-                int64_t n, std::span<const Tensor> y, std::span<const Tensor> f32_y, cudaStream_t s);
+                int64_t n, std::span<const Tensor> y, std::span<float* const> parts, std::span<const Tensor> f32_y,
+                cudaStream_t s);
 // y[i] = x · w[i]ᵀ for more tokens: from kDenseGemmMinTokens tokens, the weights DenseGemm
 // takes go through it (dense_gemm.h); below, quantized weights of one type (pipe::for_type)
 // in one pipelined launch; F32 ones in one f32 launch; others through matmul_tiled.

@@ -17,9 +17,13 @@
 // so a projection stays one launch, as the matvec's was. On an H200 the GDN input
 // projection went from 12.1 to 10.7 us a layer, the output projections from 5.1 to
 // 4.3, and the step 3.7% faster at d0, 1.8% at d32768 (PERFORMANCE.md, session 38).
-// At one token it takes Q8_0 rows only, and only in groups of kFewOneTokenMinRows or
-// more (matmul_batched_takes): the Q6_K LM head (the step 2% slower) and the router's
-// group of 1024 rows (0.6 us slower) stay on the matvec.
+// At one token it takes only groups of kFewOneTokenMinRows rows or more
+// (matmul_batched_takes): the router's group of 1024 rows (0.6 us slower) stays on the
+// matvec, and so do Q6_K rows of 2048 (the flagship's LM head: the step 2% slower).
+// K-quant rows at one token (session 62): Qwen3-8B's Q4_K / Q6_K projections moved 1.0 -
+// 1.45 TB/s on the matvec; here it decodes 292 tokens/s instead of 240 on an H200, and
+// 309 with its rows of 12288 (48 chunks, more than a team covers) split in three tiles
+// whose partial sums split_sum adds.
 #include <algorithm>
 #include <vector>
 
@@ -39,9 +43,10 @@ constexpr int kF32Rows = 4;  // F32 rows a block (its warps split each row's gro
 struct FewWeight {
   const uint8_t* w;  // {in, out}
   size_t row_bytes;
-  float* y;  // {out, n}
+  float* y;     // {out, n}
+  float* part;  // {out, n, splits} when splits > 1
   int out;
-  int tile0;  // this weight's first 16-row tile in the launch
+  int tile0;  // this weight's first tile in the launch: (16 rows, split) pairs, split fastest
 };
 struct FewF32 {
   const float* w;  // {in, out}
@@ -53,7 +58,8 @@ struct FewParams {
   FewWeight w[kMaxWeights];
   FewF32 f32[kFewMaxF32Weights];
   int count, f32_count, in, n;
-  int team;          // warps per tile: in / (C · kChunk)
+  int team;          // warps per tile: in / (splits · C · kChunk)
+  int splits;        // tiles per 16 rows, each a part of the row (few::shape_for)
   int tiles;         // of all weights
   int f32_blocks;    // blocks [0, f32_blocks) take the F32 weights' rows (one token)
   const __half* xb;  // x as the pipelined tiles' f16 token rows (to_f16_pairs), or null for one token:
@@ -131,8 +137,9 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   int wi = 0;
   while (wi + 1 < p.count && p.w[wi + 1].tile0 <= tile) ++wi;
   const FewWeight& w = p.w[wi];
-  const int row0 = (tile - w.tile0) * kTileRows, rows = min(kTileRows, w.out - row0);
-  const few::Slice<T, C> slice(member);
+  const int split = (tile - w.tile0) % p.splits, piece = split * p.team + member;  // this warp's slice of the row
+  const int row0 = (tile - w.tile0) / p.splits * kTileRows, rows = min(kTileRows, w.out - row0);
+  const few::Slice<T, C> slice(piece);
   uint8_t* slot = smem + warp * few::warp_bytes<T, C>();
   if (active) {  // weights first: they do not depend on the previous kernel
     few::init_bar(&bars[warp]);
@@ -141,7 +148,7 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   }
   pdl_begin();
   if (!active) return;
-  const int k0 = member * C * few::kChunk;
+  const int k0 = piece * C * few::kChunk;
   const auto tokens = [&](int nt) {  // this lane's token row of n-tile nt, or null
     const int tok = kTileTokens * nt + lane / 4;
     return tok < p.n ? p.xb + static_cast<size_t>(tok) * p.in + k0 : nullptr;
@@ -172,12 +179,13 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   }
   if (!few::team_sum<NT>(acc, partial, p.team)) return;
   const int g = lane / 4, t = lane % 4;
+  float* y = p.splits == 1 ? w.y : w.part + static_cast<int64_t>(split) * p.n * w.out;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = g + 8 * (i / 2), tok = kTileTokens * nt + 2 * t + i % 2;
-      if (r < rows && tok < p.n) w.y[static_cast<int64_t>(tok) * w.out + row0 + r] = acc[nt][i];
+      if (r < rows && tok < p.n) y[static_cast<int64_t>(tok) * w.out + row0 + r] = acc[nt][i];
     }
 }
 
@@ -192,14 +200,18 @@ void launch_few(const FewParams& p, cudaStream_t s) {
 }  // namespace
 
 bool matmul_few_takes(const Tensor& w, int64_t n) {
-  if (n == 1 && w.type != DType::Q8_0) return false;
-  return n >= kFewMinTokens && n <= kFewMaxTokens && few::rows_fit(w) && few::shape_for(w.ne[0]).team > 0 &&
+  // Q6_K rows of 2048 at one token: the matvec's int8 form (the flagship's LM head).
+  if (n == 1 && w.type == DType::Q6_K && w.ne[0] == 2048) return false;
+  return n >= kFewMinTokens && n <= kFewMaxTokens && few::rows_fit(w) && few::shape_for(w.ne[0], n == 1).team > 0 &&
          hopper_or_later();
 }
 
+int matmul_few_splits(int64_t in, int64_t n) { return few::shape_for(in, n == 1).splits; }
+
 void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const float* x, const __half* xb, int64_t in,
-                int64_t n, std::span<const Tensor> y, std::span<const Tensor> f32_y, cudaStream_t s) {
-  const few::Shape shape = few::shape_for(in);
+                int64_t n, std::span<const Tensor> y, std::span<float* const> parts, std::span<const Tensor> f32_y,
+                cudaStream_t s) {
+  const few::Shape shape = few::shape_for(in, n == 1);
   // One launch per weight type, up to kMaxWeights weights each, in the order given;
   // the F32 weights (one token) in the first.
   std::vector<bool> done(w.size(), false);
@@ -207,12 +219,14 @@ void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const fl
   for (size_t first = 0; first < w.size(); ++first) {
     if (done[first]) continue;
     FewParams p{};
-    p.in = static_cast<int>(in), p.n = static_cast<int>(n), p.team = shape.team, p.x = x, p.xb = xb;
+    p.in = static_cast<int>(in), p.n = static_cast<int>(n), p.team = shape.team, p.splits = shape.splits;
+    p.x = x, p.xb = xb;
     for (size_t i = first; i < w.size() && p.count < kMaxWeights; ++i) {
       if (done[i] || w[i].type != w[first].type) continue;
       const int out = static_cast<int>(w[i].rows());
-      p.w[p.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), y[i].as<float>(), out, p.tiles};
-      p.tiles += ceil_div(out, kTileRows);
+      p.w[p.count++] = {static_cast<const uint8_t*>(w[i].data), w[i].row_bytes(), y[i].as<float>(), parts[i], out,
+                        p.tiles};
+      p.tiles += ceil_div(out, kTileRows) * shape.splits;
       done[i] = true;
     }
     for (size_t i = 0; first_launch && i < f32.size(); ++i) {
@@ -223,11 +237,9 @@ void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const fl
     first_launch = false;
     dispatch_weight_type(w[first].type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
-      if constexpr (T == DType::Q8_0) {  // the only type matmul_few_takes at one token
+      if constexpr (few::kType<T>) {
         if (n == 1)
           return shape.chunks_per_warp == 1 ? launch_few<T, 1, 1, true>(p, s) : launch_few<T, 2, 1, true>(p, s);
-      }
-      if constexpr (few::kType<T>) {
         const bool two = n > kTileTokens;
         if (shape.chunks_per_warp == 1) two ? launch_few<T, 1, 2>(p, s) : launch_few<T, 1, 1>(p, s);
         else two ? launch_few<T, 2, 2>(p, s) : launch_few<T, 2, 1>(p, s);

@@ -282,10 +282,11 @@ namespace {
 struct BatchedPlan {
   ManyParams many{};
   F32Params f32{};
-  SplitSumParams many_sum{}, f32_sum{};
+  SplitSumParams many_sum{}, f32_sum{}, few_sum{};
   int many_tiles = 0, many_bn = kManyTokens, f32_tiles = 0;
   DType type = DType::F32;
   std::vector<size_t> few;     // weights for matmul_few
+  std::vector<float*> few_parts;  // their partial sums when matmul_few splits their rows (one token)
   std::vector<size_t> few_f32; // one token: F32 weights riding along matmul_few's first launch
   std::vector<size_t> matvec;  // up to kMatvecMaxTokens tokens: the weights matmul_few does not take
   std::vector<size_t> dense;  // weights for DenseGemm
@@ -354,6 +355,23 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   b.bytes = (static_cast<size_t>(x.n_elements()) * 2 + 255) & ~size_t{255};
   b.w16 = b.bytes;
   b.bytes += (w16_bytes + 255) & ~size_t{255};
+  // Rows matmul_few splits (one token): kMaxMany weights at most, each with its partial sums; the rest go to the
+  // matvec.
+  if (!b.few.empty() && matmul_few_splits(in, n) > 1) {
+    for (size_t k = kMaxMany; k < b.few.size(); ++k) b.matvec.push_back(b.few[k]);
+    b.few.resize(std::min<size_t>(b.few.size(), kMaxMany));
+    struct Part {
+      float* y;
+      float* part;
+      int out;
+    } parts[kMaxMany];
+    for (size_t k = 0; k < b.few.size(); ++k)
+      parts[k] = {y.empty() ? nullptr : y[b.few[k]].as<float>(), nullptr, static_cast<int>(w[b.few[k]].rows())};
+    b.few_sum = place_partials(parts, static_cast<int>(b.few.size()), matmul_few_splits(in, n), n, scratch, b.bytes);
+    for (size_t k = 0; k < b.few.size(); ++k) b.few_parts.push_back(parts[k].part);
+  } else {
+    b.few_parts.assign(b.few.size(), nullptr);
+  }
   b.f32.splits = k_splits(b.f32_tiles * ceil_div(n, kF32Tile), in, kF32K, kF32MaxSplits, kF32Slots);
   b.f32_sum = place_partials(b.f32.w, b.f32.count, b.f32.splits, n, scratch, b.bytes);
   if (b.many.count > 0) {
@@ -407,8 +425,9 @@ void matmul_batched(std::span<const Tensor> w, const Tensor& x, std::span<const 
     to_f16_pairs(x.as<const float>(), static_cast<__half*>(scratch), x.n_elements(), s);
   if (!b.few.empty())
     matmul_few(picked(w, b.few), picked(w, b.few_f32), x.as<const float>(),
-               lone ? nullptr : static_cast<const __half*>(scratch), x.ne[0], x.rows(), picked(y, b.few),
+               lone ? nullptr : static_cast<const __half*>(scratch), x.ne[0], x.rows(), picked(y, b.few), b.few_parts,
                picked(y, b.few_f32), s);
+  sum_splits(b.few_sum, s);
   if (b.many.count > 0) {
     pipe::for_type(b.type, [&](auto type) { launch_many<decltype(type)::value>(b.many, b.many_tiles, b.many_bn, s); });
     ZINC_CUDA_LAUNCHED("matmul_many_tiled");

@@ -680,7 +680,8 @@ void check_ops(Checker& c) {
   // in two n-tiles (Q8_0, Q4_K, Q5_K, Q6_K rows of up to 16 chunks: teams of 8 warps, 2,
   // 3 of 8 with two idle, 6 with 2 chunks a warp; the rest take the tiles). 2048: a row
   // per warp, in a small and a large launch; 4096 and 6144: a team of 2 or 4 warps per
-  // row (one of the 4 idle); 3840: a team of 2 whose second warp has an odd count of
+  // row (one of the 4 idle), and at one token matmul_few's two chunks a warp (4096 x 2100) and its
+  // rows split in three (12288 x 2100: Qwen3-8B's down projection); 3840: a team of 2 whose second warp has an odd count of
   // groups (7; Q4_K / Q5_K lanes take groups in pairs for one token); 18432: more chunks
   // than a team has warps, so one warp walks them all.
   //
@@ -693,7 +694,7 @@ void check_ops(Checker& c) {
   const std::pair<int64_t, int64_t> staged_shapes[] = {
       {2048, 67},  {2048, 4103}, {4096, 300}, {3840, 70}, {6144, 130}, {18432, 40}, {640, 4103},
       {576, 70},   {1152, 300},  {1984, 33},  {96, 17},   {2880, 4103}, {4128, 70}, {16352, 9},
-      {512, 40},   {768, 33},    {3072, 300}};
+      {512, 40},   {768, 33},    {3072, 300}, {4096, 2100}, {12288, 2100}};
   for (DType t : kWeightTypes) {
     for (auto [in, out] : staged_shapes) {
       if (in % type_traits(t).block_elems != 0) continue;
@@ -727,7 +728,8 @@ void check_ops(Checker& c) {
   // (Q8_0 rows of 2880) with an F32 weight (its router) beside them; the flagship's GDN
   // input projection (at one token its F32 weights ride along matmul_few's launch), its
   // router with the shared expert's gate and up (on the matvec at one token), and its
-  // output projection (two chunks a warp); each weight held to its own bar.
+  // output projection (two chunks a warp); rows that matmul_few splits at one token, two
+  // types in two launches, each weight with its partial sums; each weight held to its own bar.
   struct ManyCase {
     const char* name;
     int64_t in;
@@ -740,7 +742,9 @@ void check_ops(Checker& c) {
        {{DType::Q8_0, 8192}, {DType::Q8_0, 4096}, {DType::F32, 32}, {DType::F32, 32}}},
       {"a router and a shared expert", 2048,
        {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}}},
-      {"the GDN output projection", 4096, {{DType::Q8_0, 2048}}}};
+      {"the GDN output projection", 4096, {{DType::Q8_0, 2048}}},
+      {"rows split in three, an F32 weight beside them", 12288,
+       {{DType::Q4_K, 2100}, {DType::Q6_K, 300}, {DType::F32, 16}}}};
   for (const ManyCase& m : many_cases) {
     std::vector<Checker::Both> ws;
     for (auto [t, rows] : m.weights) ws.push_back(c.weight(t, {m.in, rows}, 0.03f));
