@@ -12,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -109,26 +110,27 @@ class Transformer final : public Model {
     Tensor x = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     be_.embed(tok_embd_, batch.ids, x);
     trace(x, "embed");
-    // The residual x is summed in place; the rest of a layer's scratch is given back when
-    // it ends.
+    // The residual x is summed in place, each add fused with the norm after it (the next
+    // layer's, or the output norm). A layer reads h and writes the next layer's into
+    // h_next; the rest of its scratch is given back when it ends.
+    Tensor h = blocks::rms_norm(be_, x, layers_[0].attn_norm, eps_);
+    Tensor h_next = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
     for (int il = 0; il < n_layer_; ++il) {
       const ScratchMark layer_start = be_.scratch_mark();
       const Layer& L = layers_[il];
-      Tensor h = blocks::rms_norm(be_, x, L.attn_norm, eps_);
       Tensor attn = blocks::attention(be_, L.attn, attn_, batch, il, h);
       trace(attn, "attn_out", il);
-      be_.add(x, attn, x);
-      h = blocks::rms_norm(be_, x, L.ffn_norm, eps_);
-      Tensor ffn = variant_.moe ? blocks::moe(be_, L.moe, moe_, h) : blocks::glu_ffn(be_, L.ffn, h, blocks::Glu::Silu);
+      const Tensor hf = blocks::add_rms_norm(be_, x, attn, L.ffn_norm, eps_);
+      Tensor ffn = variant_.moe ? blocks::moe(be_, L.moe, moe_, hf) : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
-      be_.add(x, ffn, x);
+      be_.add_rms_norm(x, ffn, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x, h_next);
       trace(x, "layer_out", il);
       be_.scratch_rewind(layer_start);
+      std::swap(h, h_next);
     }
-    Tensor last = blocks::finish_forward(be_, batch, x);
+    Tensor last = blocks::finish_forward(be_, batch, h);
     if (last.empty()) return last;
-    Tensor h = blocks::rms_norm(be_, last, output_norm_, eps_);
-    return blocks::linear(be_, output_, h);
+    return blocks::linear(be_, output_, last);
   }
 
  private:
