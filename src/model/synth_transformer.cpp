@@ -137,19 +137,19 @@ ModelSpec llama_spec(const Options& opt) {
     return transformer_spec("llama", opt.preset,
                             {4, 256, 1000, 2048, 4, 2, 64, 512, 0, 0, 100000.0f, 1e-5f, true, false},
                             {DType::Q8_0, DType::Q8_0, DType::Q4_1, DType::Q6_K, DType::Q4_1, DType::Q4_1,
-                             DType::Q6_K},
+                             DType::Q6_K, std::nullopt},
                             opt);
   if (opt.preset == "tiny-llama3")
     return transformer_spec("llama", opt.preset,
                             {4, 256, 1200, 8192, 8, 2, 32, 768, 0, 0, 500000.0f, 1e-5f, false, true},
                             {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_K, DType::Q4_K, DType::Q4_K,
-                             DType::Q6_K},
+                             DType::Q6_K, std::nullopt},
                             opt);
   if (opt.preset == "smollm2-135m")
     return transformer_spec("llama", opt.preset,
                             {30, 576, 49152, 8192, 9, 3, 64, 1536, 0, 0, 100000.0f, 1e-5f, true, false},
                             {DType::Q8_0, DType::Q8_0, DType::Q4_1, DType::Q4_1, DType::Q4_1, DType::Q4_1,
-                             DType::Q4_1},
+                             DType::Q4_1, std::nullopt},
                             opt);
   unknown_preset("llama", opt.preset, "tiny, tiny-llama3, smollm2-135m");
 }
@@ -159,7 +159,7 @@ ModelSpec qwen3_spec(const Options& opt) {
     return transformer_spec("qwen3", opt.preset,
                             {4, 256, 1000, 4096, 4, 2, 128, 512, 0, 0, 1000000.0f, 1e-6f, true, false},
                             {DType::Q6_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q4_K, DType::Q4_K,
-                             DType::Q6_K},
+                             DType::Q6_K, std::nullopt},
                             opt);
   if (opt.preset == "8b")
     return transformer_spec("qwen3", opt.preset,
@@ -173,7 +173,7 @@ ModelSpec qwen3moe_spec(const Options& opt) {
     return transformer_spec("qwen3moe", opt.preset,
                             {4, 256, 1000, 4096, 4, 2, 64, 256, 8, 2, 1000000.0f, 1e-6f, false, false},
                             {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q8_0, DType::Q4_K,
-                             DType::Q5_K},
+                             DType::Q5_K, std::nullopt},
                             opt);
   if (opt.preset == "30b-a3b")
     return transformer_spec("qwen3moe", opt.preset,
