@@ -228,6 +228,18 @@ typename V<W>::f32 halves_to_floats(typename V<W>::u16 halves) {
   return reinterpret_cast<typename V<W>::f32>(sign | bits);
 }
 
+// Every half's float as half_bits_to_float forms it (256 KB, filled before main): a
+// block's scale is then one load, not a dozen scalar steps for each of its 32 or 256
+// weights' share.
+struct HalfFloats {
+  float v[65536];
+  HalfFloats() {
+    for (uint32_t h = 0; h < 65536; ++h) v[h] = half_bits_to_float(static_cast<uint16_t>(h));
+  }
+};
+const HalfFloats kHalfFloats;
+inline float half_float(uint16_t h) { return kHalfFloats.v[h]; }
+
 // Each format's decoder calls use(e, w) with the weights of elements e .. e + W - 1
 // of the row, each formed as dequantize.cpp forms it, and element e + 32 after
 // element e, the order of each lane's sum. (The 256-element formats take each W lanes
@@ -237,7 +249,7 @@ typename V<W>::f32 halves_to_floats(typename V<W>::u16 halves) {
 template <int W, class Use>
 void q4_0_weights(const BlockQ4_0* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     each_vector<W, 16>([&](int c) {
       const auto q = widen<W>(x[b].qs + c);
       use(32 * b + c, to_float<W>((q & 15) - 8) * d);
@@ -249,7 +261,7 @@ void q4_0_weights(const BlockQ4_0* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void q4_1_weights(const BlockQ4_1* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d), m = half_bits_to_float(x[b].m);
+    const float d = half_float(x[b].d), m = half_float(x[b].m);
     each_vector<W, 16>([&](int c) {
       const auto q = widen<W>(x[b].qs + c);
       use(32 * b + c, to_float<W>(q & 15) * d + m);
@@ -261,7 +273,7 @@ void q4_1_weights(const BlockQ4_1* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void q5_0_weights(const BlockQ5_0* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     const uint32_t qh = load<uint32_t>(x[b].qh);
     each_vector<W, 16>([&](int c) {
       const auto q = widen<W>(x[b].qs + c);
@@ -274,7 +286,7 @@ void q5_0_weights(const BlockQ5_0* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void q5_1_weights(const BlockQ5_1* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d), m = half_bits_to_float(x[b].m);
+    const float d = half_float(x[b].d), m = half_float(x[b].m);
     const uint32_t qh = load<uint32_t>(x[b].qh);
     each_vector<W, 16>([&](int c) {
       const auto q = widen<W>(x[b].qs + c);
@@ -288,7 +300,7 @@ void q5_1_weights(const BlockQ5_1* x, int64_t nb, Use& use) {
 template <int W, class Block, class Use>
 void q8_weights(const Block* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     each_vector<W, 32>([&](int c) { use(32 * b + c, to_float<W>(widen<W, int8_t>(x[b].qs + c)) * d); });
   }
 }
@@ -309,7 +321,7 @@ void pick_nibbles(const Table<W>& table, const uint8_t* qs, int64_t e, Use& use)
 template <int W, class Use>
 void iq4_nl_weights(const BlockIQ4_NL* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b)
-    pick_nibbles<W>(scaled_before<W>(half_bits_to_float(x[b].d), kIq4nlFloats), x[b].qs, 32 * b, use);
+    pick_nibbles<W>(scaled_before<W>(half_float(x[b].d), kIq4nlFloats), x[b].qs, 32 * b, use);
 }
 
 template <int W, class Use>
@@ -323,7 +335,7 @@ void mxfp4_weights(const BlockMXFP4* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void q2_k_weights(const BlockQ2_K* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d), dmin = half_bits_to_float(x[b].dmin);
+    const float d = half_float(x[b].d), dmin = half_float(x[b].dmin);
     each_vector<W, 32>([&](int c) {
       for (int half = 0; half < 2; ++half) {
         const auto q = widen<W>(x[b].qs + 32 * half + c);
@@ -343,7 +355,7 @@ void q2_k_weights(const BlockQ2_K* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void q3_k_weights(const BlockQ3_K* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     float dl[16];
     for (int sub = 0; sub < 16; ++sub) dl[sub] = d * static_cast<float>(q3_k_scale(x[b].scales, sub) - 32);
     each_vector<W, 32>([&](int c) {
@@ -365,7 +377,7 @@ void q3_k_weights(const BlockQ3_K* x, int64_t nb, Use& use) {
 template <int W, bool kFifth, class Block, class Use>
 void q45_k_weights(const Block* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d), dmin = half_bits_to_float(x[b].dmin);
+    const float d = half_float(x[b].d), dmin = half_float(x[b].dmin);
     float dl[8], ml[8];
     for (int sub = 0; sub < 8; ++sub) {
       const ScaleMin sm = k_quant_scale_min(x[b].scales, sub);
@@ -392,7 +404,7 @@ void q45_k_weights(const Block* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void q6_k_weights(const BlockQ6_K* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     each_vector<W, 32>([&](int c) {
       for (int half = 0; half < 2; ++half) {
         const auto qh = widen<W>(x[b].qh + 32 * half + c);
@@ -422,7 +434,7 @@ void q8_k_weights(const BlockQ8_K* x, int64_t nb, Use& use) {
 template <int W, class Use>
 void iq4_xs_weights(const BlockIQ4_XS* x, int64_t nb, Use& use) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     for (int sub = 0; sub < 8; ++sub) {
       const float dl = d * static_cast<float>(iq4_xs_scale(x[b], sub) - 32);
       pick_nibbles<W>(scaled_before<W>(dl, kIq4nlFloats), x[b].qs + 16 * sub, kBlockK * b + 32 * sub, use);
