@@ -62,7 +62,7 @@ inline void add_fifth_bits(const uint8_t* qh_bytes, uint8_t* q) {
 
 void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     uint8_t q[kBlock32];
     unpack_nibbles(x[b].qs, q);
     for (int j = 0; j < kBlock32; ++j) y[j] = static_cast<float>(q[j] - 8) * d;
@@ -71,8 +71,8 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
 
 void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
-    const float m = half_bits_to_float(x[b].m);
+    const float d = half_float(x[b].d);
+    const float m = half_float(x[b].m);
     uint8_t q[kBlock32];
     unpack_nibbles(x[b].qs, q);
     for (int j = 0; j < kBlock32; ++j) y[j] = static_cast<float>(q[j]) * d + m;
@@ -81,7 +81,7 @@ void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t nb) {
 
 void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     uint8_t q[kBlock32];
     unpack_nibbles(x[b].qs, q);
     add_fifth_bits(x[b].qh, q);
@@ -91,8 +91,8 @@ void dequantize_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
 
 void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
-    const float m = half_bits_to_float(x[b].m);
+    const float d = half_float(x[b].d);
+    const float m = half_float(x[b].m);
     uint8_t q[kBlock32];
     unpack_nibbles(x[b].qs, q);
     add_fifth_bits(x[b].qh, q);
@@ -102,14 +102,14 @@ void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
 
 void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     for (int j = 0; j < kBlock32; ++j) y[j] = static_cast<float>(x[b].qs[j]) * d;
   }
 }
 
 void dequantize_q8_1(const BlockQ8_1* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     for (int j = 0; j < kBlock32; ++j) y[j] = static_cast<float>(x[b].qs[j]) * d;
   }
 }
@@ -124,8 +124,8 @@ inline void unpack_crumbs(const uint8_t* qs, uint8_t* q) {
 
 void dequantize_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlockK) {
-    const float d = half_bits_to_float(x[b].d);
-    const float dmin = half_bits_to_float(x[b].dmin);
+    const float d = half_float(x[b].d);
+    const float dmin = half_float(x[b].dmin);
     uint8_t q[kBlockK];
     unpack_crumbs(x[b].qs, q);
     for (int sub = 0; sub < 16; ++sub) {
@@ -138,7 +138,7 @@ void dequantize_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
 
 void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlockK) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     uint8_t q[kBlockK];
     unpack_crumbs(x[b].qs, q);
     // Element 32m + l subtracts 4 unless bit m of hmask[l] is set.
@@ -155,8 +155,8 @@ void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
 
 void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
-    const float dmin = half_bits_to_float(x[b].dmin);
+    const float d = half_float(x[b].d);
+    const float dmin = half_float(x[b].dmin);
     for (int pair = 0; pair < 4; ++pair, y += 64) {
       const ScaleMin a = k_quant_scale_min(x[b].scales, 2 * pair);
       const ScaleMin c = k_quant_scale_min(x[b].scales, 2 * pair + 1);
@@ -171,8 +171,8 @@ void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
 
 void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
-    const float dmin = half_bits_to_float(x[b].dmin);
+    const float d = half_float(x[b].d);
+    const float dmin = half_float(x[b].dmin);
     for (int pair = 0; pair < 4; ++pair, y += 64) {
       const ScaleMin a = k_quant_scale_min(x[b].scales, 2 * pair);
       const ScaleMin c = k_quant_scale_min(x[b].scales, 2 * pair + 1);
@@ -194,7 +194,7 @@ void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
 
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlockK) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     // Codes minus 32 in element order first (byte ops with fixed shifts), then scale.
     int8_t v[kBlockK];
     for (int half = 0; half < 2; ++half) {
@@ -226,7 +226,7 @@ void dequantize_q8_k(const BlockQ8_K* x, float* y, int64_t nb) {
 // (the same products GGML forms, so still bit-exact).
 void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kBlock32) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     float table[16];
     for (int k = 0; k < 16; ++k) table[k] = d * static_cast<float>(kIq4nlValues[k]);
     uint8_t q[kBlock32];
@@ -237,7 +237,7 @@ void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
 
 void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
-    const float d = half_bits_to_float(x[b].d);
+    const float d = half_float(x[b].d);
     for (int sub = 0; sub < kBlockK / 32; ++sub, y += 32) {
       const float dl = d * static_cast<float>(iq4_xs_scale(x[b], sub) - 32);
       float table[16];

@@ -4,6 +4,11 @@
 
 namespace zinc {
 
+HalfFloats::HalfFloats() {
+  for (uint32_t h = 0; h < 65536; ++h) v[h] = half_bits_to_float(static_cast<uint16_t>(h));
+}
+const HalfFloats kHalfFloats;
+
 float fp16_to_fp32(uint16_t h) { return half_bits_to_float(h); }
 
 float bf16_to_fp32(uint16_t h) { return bf16_bits_to_float(h); }

@@ -27,6 +27,17 @@ inline float half_bits_to_float(uint16_t h) {
   return std::bit_cast<float>(sign | bits);
 }
 
+// Every half's float as half_bits_to_float forms it (256 KB, filled before main by
+// fp16.cpp): a block's scale in one load instead of the conversion's dozen scalar
+// steps, which made SmolLM2's CPU decode 45% slower (PERFORMANCE.md, session 62). Loops
+// over many halves keep half_bits_to_float, which vectorizes.
+struct HalfFloats {
+  float v[65536];
+  HalfFloats();
+};
+extern const HalfFloats kHalfFloats;
+inline float half_float(uint16_t h) { return kHalfFloats.v[h]; }
+
 // bf16 is the top half of an fp32.
 inline float bf16_bits_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 

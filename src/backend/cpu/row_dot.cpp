@@ -228,18 +228,6 @@ typename V<W>::f32 halves_to_floats(typename V<W>::u16 halves) {
   return reinterpret_cast<typename V<W>::f32>(sign | bits);
 }
 
-// Every half's float as half_bits_to_float forms it (256 KB, filled before main): a
-// block's scale is then one load, not a dozen scalar steps for each of its 32 or 256
-// weights' share.
-struct HalfFloats {
-  float v[65536];
-  HalfFloats() {
-    for (uint32_t h = 0; h < 65536; ++h) v[h] = half_bits_to_float(static_cast<uint16_t>(h));
-  }
-};
-const HalfFloats kHalfFloats;
-inline float half_float(uint16_t h) { return kHalfFloats.v[h]; }
-
 // Each format's decoder calls use(e, w) with the weights of elements e .. e + W - 1
 // of the row, each formed as dequantize.cpp forms it, and element e + 32 after
 // element e, the order of each lane's sum. (The 256-element formats take each W lanes
