@@ -692,12 +692,11 @@ class CudaBackend final : public Backend {
     check(y.ne[0] == d && y.rows() == n, "moe_block", "y shape");
     if (shared) check_shared(*shared, d, n, "moe_block");
     float* act = static_cast<float*>(arena_.take(cuda::moe_ffn_scratch_floats(ff, n, k) * sizeof(float)));
-    // With a shared expert, its add sums the routed experts' parts (moe_down_part).
-    cuda::ExpertParts parts{};
-    if (shared)
-      parts = {static_cast<float*>(arena_.take(static_cast<size_t>(d * n * k) * sizeof(float))),
-               static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float))),
-               n == 1 && k <= cuda::kMaxRouted ? route_words_ : nullptr};
+    // The routed experts' parts (moe_down_part): the shared expert's add sums them, or
+    // without one, moe_ffn_routed's own launch.
+    const cuda::ExpertParts parts{static_cast<float*>(arena_.take(static_cast<size_t>(d * n * k) * sizeof(float))),
+                                  static_cast<float*>(arena_.take(static_cast<size_t>(n * k) * sizeof(float))),
+                                  n == 1 && k <= cuda::kMaxRouted ? route_words_ : nullptr};
     Key key = experts_key(Key(OpId::MoeBlock) << x << logits << int64_t{k} << int64_t{renormalize} << y, ex);
     if (shared) key << shared->g << shared->u << shared->down << shared->gate_logit;
     SharedExpert se;  // its gate logit goes as `gl`
@@ -712,7 +711,7 @@ class CudaBackend final : public Backend {
     submit(key, [=](cudaStream_t s) {
       const bool with_shared = !se.down.empty();
       try {
-        cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, with_shared ? &parts : nullptr, ids, weights, s);
+        cuda::moe_ffn_routed(x, logits, k, renormalize, ex, y, act, &parts, !with_shared, ids, weights, s);
         if (with_shared) cuda::shared_expert_add(se.g, se.u, se.down, gl, y, true, &parts, k, s);
       } catch (...) {
         // gate_up may have published picks that no add will set back; the next layer's

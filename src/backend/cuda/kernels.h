@@ -200,13 +200,13 @@ void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, c
              float* act, cudaStream_t s);
 inline constexpr int kMaxRouted = 32;  // experts chosen per token (one lane each in routing)
 // Each chosen expert's down output on its own, for an add that sums them
-// (shared_expert_add): sums {d, k, n} unweighted, weights {k, n}.
+// (shared_expert_add, or moe_ffn_routed's own sum): sums {d, k, n} unweighted, weights {k, n}.
 struct ExpertParts {
   float* sums;
   float* weights;
   // At one token routed from logits, kMaxRouted words, ~0 between layers: gate_up's
   // block (0, k - 1) publishes each pick here, down_part's blocks read theirs instead
-  // of routing, shared_expert_add sets them back (moe.cu's top says why it is safe).
+  // of routing, the add that sums the parts sets them back (moe.cu's top says why it is safe).
   unsigned long long* route = nullptr;
 };
 inline constexpr unsigned long long kNoPick = ~0ull;  // an unpublished ExpertParts::route word
@@ -215,11 +215,13 @@ inline constexpr unsigned long long kNoPick = ~0ull;  // an unpublished ExpertPa
 // moe_route launch writes `ids` and `weights` ({k, n} each) first: every expert block
 // routing its own token cost 8-12% at 4 and 8 sequences (PERFORMANCE.md, session 34).
 // Same scratch as moe_ffn. With `parts`, y is left alone and the experts' outputs go
-// there instead.
+// there instead (for shared_expert_add to sum), unless `sum_parts`: then one more launch
+// sums them into y (without a shared expert; the experts' parts beat one down block
+// summing all k, PERFORMANCE.md session 63).
 inline constexpr int64_t kRouteOnceMinTokens = 2;
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
-                    const Tensor& y, float* act, const ExpertParts* parts, int32_t* ids, float* weights,
-                    cudaStream_t s);
+                    const Tensor& y, float* act, const ExpertParts* parts, bool sum_parts, int32_t* ids,
+                    float* weights, cudaStream_t s);
 // moe_ffn for n > kExpertDecodeMaxTokens (moe_grouped.cu): pairs grouped by expert on the
 // GPU, one tensor-core launch for gate + up + SwiGLU and one for down over all
 // experts, a combine in token order. Needs moe_grouped_scratch_bytes() of `scratch`.

@@ -5,10 +5,11 @@
 // clamped form as the model has them). down: a block takes a run of output
 // rows of one token and sums its k experts' rows · act in a fixed order, so the
 // result is deterministic and needs no atomics. Both stage their weight rows in
-// shared memory (expert_decode.cuh). With a shared expert, down_part replaces down:
-// a block takes a run of output rows of one (token, expert) pair, so it copies one
-// span and stages one act row instead of k, and the shared expert's add sums the
-// parts in the same order (PERFORMANCE.md, session 18: the step 4% faster).
+// shared memory (expert_decode.cuh). Routed from logits (moe_block), down_part replaces
+// down: a block takes a run of output rows of one (token, expert) pair, so it copies one
+// span and stages one act row instead of k, and the shared expert's add sums the parts
+// in the same order (PERFORMANCE.md, session 18: the step 4% faster), or without a
+// shared expert one more launch (moe_parts_sum, session 63).
 //
 // Routed from logits at one token (moe_ffn_routed), each gate_up block finds its expert
 // itself (one warp's top-k of the logits) and so does each down block, which does it,
@@ -19,13 +20,13 @@
 // the router's matvec among them. shared_expert_add, after down, reads the shared
 // expert's g and u before its wait on the same grounds.
 //
-// With a shared expert (down_part), down's blocks do not route: gate_up's block
-// (0, k - 1) routes all k picks and publishes them as (id, weight) words, each
-// down_part block spins on its one word, and shared_expert_add sets the words back
-// to unpublished (PERFORMANCE.md session 45: +0.7%). The spin cannot hang: down
-// starts only once every gate_up block has passed its trigger, so the publishing
-// block is resident. It cannot read the layer before's picks: those were reset by
-// that layer's shared_expert_add, which completed before this gate_up's wait returned.
+// With down_part, down's blocks do not route: gate_up's block (0, k - 1) routes all k
+// picks and publishes them as (id, weight) words, each down_part block spins on its
+// one word, and the launch that sums the parts (shared_expert_add or moe_parts_sum)
+// sets the words back to unpublished (PERFORMANCE.md session 45: +0.7%). The spin
+// cannot hang: down starts only once every gate_up block has passed its trigger, so
+// the publishing block is resident. It cannot read the layer before's picks: those
+// were reset by that layer's sum, which completed before this gate_up's wait returned.
 #include "backend/cuda/expert_decode.cuh"
 #include "backend/cuda/expert_glu.cuh"
 #include "backend/cuda/expert_route.cuh"
@@ -372,6 +373,22 @@ __global__ void __launch_bounds__(kExpertThreads, 5) moe_down_part_kernel(const 
   if (blockIdx.x == 0 && threadIdx.x == 0) p.parts.weights[pair] = weights[j];
 }
 
+// y {d, n} = the parts' weighted sum in expert order, as moe_down adds them: down
+// for a model without a shared expert, whose add would sum them (one expert a block
+// and this launch beat moe_down's k experts a block on Qwen3-30B-A3B's rows of 768:
+// PERFORMANCE.md, session 63). It sets the published picks back, as that add would.
+__global__ void moe_parts_sum_kernel(const ExpertParts parts, int d, int n, int k, float* y) {
+  pdl_begin();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (parts.route && i < n * k) parts.route[i] = kNoPick;  // every down_part block has read its pick
+  if (i >= d * n) return;
+  const int t = i / d, r = i % d;
+  float routed = 0;
+  for (int j = 0; j < k; ++j)
+    routed += parts.weights[t * k + j] * parts.sums[static_cast<int64_t>(t * k + j) * d + r];
+  y[i] = routed;
+}
+
 // Shared memory a kernel may take; rows per block shrink until it fits.
 constexpr size_t kSmemBudget = 96 * 1024;
 
@@ -427,25 +444,13 @@ void launch_gate_up(const Tensor& x, const ExpertWeights& ex, int k, const Routi
   ZINC_CUDA_LAUNCHED("moe_gate_up");
 }
 
-void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, const Tensor& y, float* act,
-                    const ExpertParts* parts, cudaStream_t s) {
-  const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
-  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
-  const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
-  const int n = static_cast<int>(x.rows());
-  if (d % 32 != 0 || ff % 32 != 0) throw std::invalid_argument("cuda moe_ffn: rows not a multiple of 32 elements");
-  if (k > kMaxRouted || E > kMaxRouterExperts)
-    throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
-
-  // Large experts (gpt-oss's) are streamed (moe_stream.cu); these kernels take the rest.
-  // gate_up publishes the picks for down_part (unread if down is streamed:
-  // shared_expert_add sets them back either way).
-  unsigned long long* route_out = nullptr;
-  if (!stream_gate_up(x, ex, k, route, act, s)) {
-    route_out = parts && route.logits ? parts->route : nullptr;
-    launch_gate_up(x, ex, k, route, act, route_out, s);
-  }
-  if (stream_down(ex, k, n, route, act, y, parts, s)) return;
+// The routed experts' down after gate_up: with `parts` one expert a block (down_part),
+// else each block sums all k experts for its output rows (down). `read_pick`: gate_up
+// published the picks (route_out).
+void launch_down(const ExpertWeights& ex, int k, int n, const Routing& route, const float* act, const Tensor& y,
+                 const ExpertParts* parts, bool read_pick, cudaStream_t s) {
+  const Tensor& down = ex.down;
+  const int d = static_cast<int>(down.ne[1]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(down.ne[2]);
   // 4 output rows a block (launch_gate_up's comment has the sweep).
   DownParams dp{static_cast<const uint8_t*>(down.data),
                 down.row_bytes(),
@@ -476,7 +481,7 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
         allow_smem<kKernel>(kSmemBudget);
         launch_pdl_smem(kKernel, dim3(ceil_div(d, pp.rows), k, n), kExpertThreads, part_smem(), s, pp);
       };
-      if (route_out) go.template operator()<moe_down_part_kernel<T, true>>();
+      if (read_pick) go.template operator()<moe_down_part_kernel<T, true>>();
       else go.template operator()<moe_down_part_kernel<T>>();
     });
     ZINC_CUDA_LAUNCHED("moe_down_part");
@@ -491,6 +496,33 @@ void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routi
     launch_pdl_smem(moe_down_kernel<T>, dim3(ceil_div(d, dp.rows), n), kExpertThreads, down_smem(), s, dp);
   });
   ZINC_CUDA_LAUNCHED("moe_down");
+}
+
+void launch_experts(const Tensor& x, const ExpertWeights& ex, int k, const Routing& route, const Tensor& y, float* act,
+                    const ExpertParts* parts, bool sum_parts, cudaStream_t s) {
+  const Tensor &gate = ex.gate, &up = ex.up, &down = ex.down;
+  if (gate.type != up.type) throw std::invalid_argument("cuda moe_ffn: gate and up experts of different types");
+  const int d = static_cast<int>(x.ne[0]), ff = static_cast<int>(down.ne[0]), E = static_cast<int>(gate.ne[2]);
+  const int n = static_cast<int>(x.rows());
+  if (d % 32 != 0 || ff % 32 != 0) throw std::invalid_argument("cuda moe_ffn: rows not a multiple of 32 elements");
+  if (k > kMaxRouted || E > kMaxRouterExperts)
+    throw std::invalid_argument("cuda moe_ffn: over 32 chosen or 512 experts");
+
+  // Large experts (gpt-oss's) are streamed (moe_stream.cu); these kernels take the rest.
+  // gate_up publishes the picks for down_part (unread if down is streamed: whatever
+  // sums the parts sets them back either way).
+  unsigned long long* route_out = nullptr;
+  if (!stream_gate_up(x, ex, k, route, act, s)) {
+    route_out = parts && route.logits ? parts->route : nullptr;
+    launch_gate_up(x, ex, k, route, act, route_out, s);
+  } else if (sum_parts) {
+    parts = nullptr;  // streamed down writes y itself, with no launch to sum parts
+  }
+  if (!stream_down(ex, k, n, route, act, y, parts, s)) launch_down(ex, k, n, route, act, y, parts, route_out, s);
+  if (parts && sum_parts) {
+    launch_pdl(moe_parts_sum_kernel, ceil_div(d * n, 256), 256, s, *parts, d, n, k, y.as<float>());
+    ZINC_CUDA_LAUNCHED("moe_parts_sum");
+  }
 }
 
 }  // namespace
@@ -509,17 +541,19 @@ size_t moe_ffn_scratch_floats(int64_t ff, int64_t n, int64_t k) { return static_
 void moe_ffn(const Tensor& x, const ExpertWeights& experts, const Tensor& ids, const Tensor& weights, const Tensor& y,
              float* act, cudaStream_t s) {
   launch_experts(x, experts, static_cast<int>(ids.ne[0]),
-                 Routing{nullptr, ids.as<const int32_t>(), weights.as<const float>(), false}, y, act, nullptr, s);
+                 Routing{nullptr, ids.as<const int32_t>(), weights.as<const float>(), false}, y, act, nullptr, false,
+                 s);
 }
 
 void moe_ffn_routed(const Tensor& x, const Tensor& logits, int k, bool renormalize, const ExpertWeights& experts,
-                    const Tensor& y, float* act, const ExpertParts* parts, int32_t* ids, float* weights,
-                    cudaStream_t s) {
+                    const Tensor& y, float* act, const ExpertParts* parts, bool sum_parts, int32_t* ids,
+                    float* weights, cudaStream_t s) {
   if (x.rows() >= kRouteOnceMinTokens) {
     moe_route(logits.as<const float>(), logits.ne[0], x.rows(), k, renormalize, ids, weights, s);
-    return launch_experts(x, experts, k, Routing{nullptr, ids, weights, false}, y, act, parts, s);
+    return launch_experts(x, experts, k, Routing{nullptr, ids, weights, false}, y, act, parts, sum_parts, s);
   }
-  launch_experts(x, experts, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, parts, s);
+  launch_experts(x, experts, k, Routing{logits.as<const float>(), nullptr, nullptr, renormalize}, y, act, parts,
+                 sum_parts, s);
 }
 
 }  // namespace zinc::cuda
