@@ -31,16 +31,18 @@ void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_
 // Q4_K, Q5_K and Q6_K rows of whole 256-element chunks (up to 4096 elements; at one
 // token longer rows in matmul_few_splits(in, 1) parts, whose partial sums go to parts[i],
 // {out, n, splits}, for the caller to add), on Hopper; at one token in groups of
-// kFewOneTokenMinRows rows or more (smaller groups are faster on the matvec), and Q6_K
-// rows of 2048 not at all (the matvec's int8 form). xb: x in the pipelined tiles' f16 pairs
-// (to_f16_pairs) for 2 tokens or more; one token reads x, and up to kFewMaxF32Weights
-// F32 weights of the same x (f32, f32_y) ride along in the first launch. matmul_batched
-// sends it what it takes; on an H200 it made 2 to 8 sequences 7 to 34% faster than the
-// several-token matvec and the pipelined tiles (PERFORMANCE.md, session 34). Past 8
-// tokens it multiplies each staged tile by two mma n-tiles (session 35).
+// kFewOneTokenMinRows rows or more (smaller groups are faster on the matvec), and an LM
+// head of Q6_K rows of 2048 (kLmHeadMinRows) not at all (the matvec's int8 form). xb: x
+// in the pipelined tiles' f16 pairs (to_f16_pairs) for 2 tokens or more; one token reads
+// x, and up to kFewMaxF32Weights F32 weights of the same x (f32, f32_y) ride along in
+// the first launch. matmul_batched sends it what it takes; on an H200 it made 2 to 8
+// sequences 7 to 34% faster than the several-token matvec and the pipelined tiles
+// (PERFORMANCE.md, session 34). Past 8 tokens it multiplies each staged tile by two mma
+// n-tiles (session 35).
 inline constexpr int64_t kFewMaxTokens = 16;
 inline constexpr int64_t kFewMinTokens = 1;
 inline constexpr int64_t kFewOneTokenMinRows = 2048;
+inline constexpr int64_t kLmHeadMinRows = 32768;
 inline constexpr int kFewMaxF32Weights = 4;
 bool matmul_few_takes(const Tensor& w, int64_t n);
 int matmul_few_splits(int64_t in, int64_t n);

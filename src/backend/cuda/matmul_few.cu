@@ -19,7 +19,8 @@
 // 4.3, and the step 3.7% faster at d0, 1.8% at d32768 (PERFORMANCE.md, session 38).
 // At one token it takes only groups of kFewOneTokenMinRows rows or more
 // (matmul_batched_takes): the router's group of 1024 rows (0.6 us slower) stays on the
-// matvec, and so do Q6_K rows of 2048 (the flagship's LM head: the step 2% slower).
+// matvec, and so does an LM head of Q6_K rows of 2048 (the flagship's: the step 2% slower;
+// Qwen3-30B-A3B's Q6_K attn_v of 512 such rows took 7.1 us there, session 63).
 // K-quant rows at one token (session 62): Qwen3-8B's Q4_K / Q6_K projections moved 1.0 -
 // 1.45 TB/s on the matvec; here it decodes 292 tokens/s instead of 240 on an H200, and
 // 309 with its rows of 12288 (48 chunks, more than a team covers) split in three tiles
@@ -200,8 +201,8 @@ void launch_few(const FewParams& p, cudaStream_t s) {
 }  // namespace
 
 bool matmul_few_takes(const Tensor& w, int64_t n) {
-  // Q6_K rows of 2048 at one token: the matvec's int8 form (the flagship's LM head).
-  if (n == 1 && w.type == DType::Q6_K && w.ne[0] == 2048) return false;
+  // An LM head of Q6_K rows of 2048 at one token: the matvec's int8 form (the flagship's).
+  if (n == 1 && w.type == DType::Q6_K && w.ne[0] == 2048 && w.rows() >= kLmHeadMinRows) return false;
   return n >= kFewMinTokens && n <= kFewMaxTokens && few::rows_fit(w) && few::shape_for(w.ne[0], n == 1).team > 0 &&
          hopper_or_later();
 }
