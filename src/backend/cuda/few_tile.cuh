@@ -163,43 +163,44 @@ __device__ __forceinline__ void load_tokens(uint4 (&b)[C][4][2], const __half* t
                          : make_uint4(0, 0, 0, 0);
 }
 
-// load_tokens for one token from its f32 row (no to_f16_pairs launch before a lone
-// token's product): lane L loads elements 8L .. 8L + 7 of each chunk and packs them as
-// to_f16_pairs does, and lanes 0-3, which hold the n-tile's token 0, gather their
-// fragments from the lanes that loaded them. Every lane loading its own fragments
-// instead (16 float4 loads for 4 lanes) made the GDN input projection 50% slower.
+// One token's fragments in the warp's shared memory (stage_token_f32): [C][4][2] uint4
+// of token lanes 0-3. The lanes of the n-tile's other (absent) tokens read the same
+// words: the mma's columns are independent, and those columns are never written.
 template <int C>
-__device__ __forceinline__ void load_token_f32(uint4 (&b)[C][4][2], const float* tok) {
-  const int lane = threadIdx.x % 32, t = lane % 4;
+struct StagedToken {
+  static constexpr int kBytes = C * 4 * 2 * 4 * 16;  // per warp
+  const uint4* words;
+  __device__ uint4 operator()(int, int c, int j, int h) const {
+    return words[((c * 4 + j) * 2 + h) * 4 + threadIdx.x % 4];
+  }
+};
+
+// load_tokens for one token from its f32 row (no to_f16_pairs launch before a lone
+// token's product), into shared memory: lane L loads elements 8L .. 8L + 7 of each chunk,
+// packs them as to_f16_pairs does (the fragment 64j + 32h + 8t .. of token lane t for
+// L = 8j + 4h + t) and stores them where that lane reads them. Held in registers (C = 2:
+// 64 a lane, gathered by shuffles) they kept the one-token Q4_K kernel at 106 registers
+// and two blocks an SM; staged, 63 and four (PERFORMANCE.md, session 63: Qwen3-8B +10.5%).
+template <int C>
+__device__ __forceinline__ StagedToken<C> stage_token_f32(uint4* words, const float* tok) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     const auto* at = reinterpret_cast<const float4*>(tok + kChunk * c + 8 * lane);
     const float4 lo = __ldg(at), hi = __ldg(at + 1);
-    const uint32_t w[4] = {pack_f16_clamped(lo.x, lo.z), pack_f16_clamped(lo.y, lo.w), pack_f16_clamped(hi.x, hi.z),
-                           pack_f16_clamped(hi.y, hi.w)};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int from = 8 * j + 4 * h + t;  // the lane that loaded elements 64j + 32h + 8t ..
-        uint32_t v[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint32_t got = __shfl_sync(0xffffffffu, w[i], from);  // every lane takes part
-          v[i] = lane < 4 ? got : 0u;
-        }
-        b[c][j][h] = make_uint4(v[0], v[1], v[2], v[3]);
-      }
+    words[c * 32 + lane] = make_uint4(pack_f16_clamped(lo.x, lo.z), pack_f16_clamped(lo.y, lo.w),
+                                      pack_f16_clamped(hi.x, hi.z), pack_f16_clamped(hi.y, hi.w));
   }
+  __syncwarp();
+  return {words};
 }
 
-// acc[i] += the warp's 16 staged rows · n-tile i's tokens (b[i]), each A fragment
-// decoded once for all NB n-tiles. acc[i][e]: row lane / 4 + 8 (e / 2), token
-// 2 (lane % 4) + e % 2 of the n-tile. Rows past a weight's end hold stale bytes; only
-// their own outputs see them.
-template <DType T, int C, int NB>
-__device__ __forceinline__ void product(const uint8_t* slot, int shift, const uint4 (&b)[NB][C][4][2],
-                                        float (&acc)[NB][4]) {
+// acc[i] += the warp's 16 staged rows · n-tile i's tokens (b(i, c, j, h): load_tokens'
+// b[c][j][h] of n-tile i), each A fragment decoded once for all NB n-tiles. acc[i][e]:
+// row lane / 4 + 8 (e / 2), token 2 (lane % 4) + e % 2 of the n-tile. Rows past a
+// weight's end hold stale bytes; only their own outputs see them.
+template <DType T, int C, int NB, class Tokens>
+__device__ __forceinline__ void product_of(const uint8_t* slot, int shift, const Tokens& b, float (&acc)[NB][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   constexpr int kStride = row_stride<T>(C), kBytes = chunk_bytes<T>();
   const uint8_t* row[2] = {slot + g * kStride + shift, slot + (g + 8) * kStride + shift};
@@ -241,12 +242,18 @@ __device__ __forceinline__ void product(const uint8_t* slot, int shift, const ui
         const uint32_t a[4] = {v[0][run][o], v[1][run][o], v[0][run][o + 1], v[1][run][o + 1]};
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
-          const uint4& bb = b[i][c][j][run];
+          const uint4 bb = b(i, c, j, run);
           pipe::mma_f16(acc[i], a, m % 2 ? bb.z : bb.x, m % 2 ? bb.w : bb.y);
         }
       }
     }
   }
+}
+
+template <DType T, int C, int NB>
+__device__ __forceinline__ void product(const uint8_t* slot, int shift, const uint4 (&b)[NB][C][4][2],
+                                        float (&acc)[NB][4]) {
+  product_of<T, C, NB>(slot, shift, [&](int i, int c, int j, int h) { return b[i][c][j][h]; }, acc);
 }
 
 // The partial sums a team's members hand to member 0: kWarps warps x NT n-tiles.

@@ -12,7 +12,7 @@
 // rows once per n-tile. One tile a team and no loop: a block's whole share is in flight
 // at once, and the next blocks of the SM take over as it leaves.
 //
-// One token (a lone sequence decoding) reads x in f32 (few::load_token_f32), and F32
+// One token (a lone sequence decoding) reads x in f32 (few::stage_token_f32), and F32
 // weights read with the same x (GDN gates, routers) ride along in blocks of their own,
 // so a projection stays one launch, as the matvec's was. On an H200 the GDN input
 // projection went from 12.1 to 10.7 us a layer, the output projections from 5.1 to
@@ -155,22 +155,23 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     return tok < p.n ? p.xb + static_cast<size_t>(tok) * p.in + k0 : nullptr;
   };
   float acc[NT][4] = {};
-  if constexpr (C == 1) {  // every n-tile's tokens in registers: each A fragment decoded once
+  if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
+    auto* words = reinterpret_cast<uint4*>(smem + kWarps * few::warp_bytes<T, C>() +
+                                           warp * few::StagedToken<C>::kBytes);
+    const auto b = few::stage_token_f32<C>(words, p.x + k0);
+    few::wait_rows(&bars[warp]);
+    few::product_of<T, C, 1>(slot, slice.shift, b, acc);
+  } else if constexpr (C == 1) {  // every n-tile's tokens in registers: each A fragment decoded once
     uint4 b[NT][C][4][2];
-    if constexpr (kOneToken) {
-      few::load_token_f32<C>(b[0], p.x + k0);
-    } else {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) few::load_tokens<C>(b[nt], tokens(nt));
-    }
+    for (int nt = 0; nt < NT; ++nt) few::load_tokens<C>(b[nt], tokens(nt));
     few::wait_rows(&bars[warp]);
     few::product<T, C, NT>(slot, slice.shift, b, acc);
   } else {  // one n-tile at a time, the staged rows decoded again for the next
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       uint4 b[1][C][4][2];
-      if constexpr (kOneToken) few::load_token_f32<C>(b[0], p.x + k0);
-      else few::load_tokens<C>(b[0], tokens(nt));
+      few::load_tokens<C>(b[0], tokens(nt));
       if (nt == 0) few::wait_rows(&bars[warp]);
       float part[1][4] = {};
       few::product<T, C, 1>(slot, slice.shift, b, part);
@@ -192,7 +193,8 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
 
 template <DType T, int C, int NT, bool kOneToken = false>
 void launch_few(const FewParams& p, cudaStream_t s) {
-  constexpr size_t smem = static_cast<size_t>(kWarps) * few::warp_bytes<T, C>();
+  constexpr size_t smem =
+      static_cast<size_t>(kWarps) * (few::warp_bytes<T, C>() + (kOneToken ? few::StagedToken<C>::kBytes : 0));
   constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken>;
   allow_smem<kernel>(smem);
   launch_pdl_smem(kernel, dim3(p.f32_blocks + ceil_div(p.tiles, kWarps / p.team)), dim3(few::kThreads), smem, s, p);
