@@ -172,7 +172,7 @@ inline constexpr int64_t kTokenCounts[] = {1, 2, 3, 5, 8, 33, 70};
 constexpr double kAttentionF16Tol = 1e-3;
 
 // Batches of more than cuda::kMatvecMaxTokens tokens (kExpertDecodeMaxTokens for the
-// experts), and the weights matmul_few takes (Q8_0 ones from one token), multiply
+// experts), and the weights matmul_few takes (from one token: Q8_0, Q4_K, Q5_K, Q6_K), multiply
 // non-F32 weights on the tensor cores in f16 or bf16 (about 1e-3 relative error);
 // F32 weights keep f32 accuracy there.
 constexpr double kTensorCoreTol = 1e-2;
