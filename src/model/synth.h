@@ -52,6 +52,10 @@ ModelSpec make_spec(const Options& opt);
 uint64_t total_bytes(const ModelSpec& spec);
 void write(const ModelSpec& spec, uint64_t seed, const std::string& path, int n_threads);
 
+// Whether llama.cpp's Q4_K_M gives layer i of `layers` more bits (Q6_K attn_v and
+// ffn_down): the first and last eighth, and every third layer between.
+bool more_bits_layer(int64_t i, int64_t layers);  // synth_transformer.cpp
+
 // Per-architecture specs (synth_<arch>.cpp).
 ModelSpec qwen35moe_spec(const Options& opt);
 ModelSpec llama_spec(const Options& opt);     // synth_transformer.cpp

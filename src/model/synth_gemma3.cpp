@@ -1,12 +1,16 @@
-// Synthetic Gemma 3 (gemma3.cpp). Both presets mirror Gemma 3 270M's file
-// (gemma-3-270m-q4_k_m.gguf): one KV head, head_dim 256, tied Q8_0 embeddings, the
-// same tensor types, norms stored +1 by the converter, no sliding_window_pattern or
-// rope.freq_base_swa keys (llama.cpp's defaults: 6 and 10000).
+// Synthetic Gemma 3 (gemma3.cpp). Every preset has head_dim 256, tied embeddings,
+// norms stored +1 by the converter, no sliding_window_pattern or rope.freq_base_swa
+// keys (llama.cpp's defaults: 6 and 10000). tiny and 270m mirror Gemma 3 270M's file
+// (gemma-3-270m-q4_k_m.gguf): one KV head, Q8_0 embeddings, its tensor types.
 //   tiny   6 layers of 256, a window of 16 positions, so the oracle's 100-token
 //          sequence crosses it on the five local layers; its global layer has linear
 //          RoPE scaling as the 4B and larger models do.
 //   270m   the real file's shapes (18 layers of 640, vocabulary 262144, window 512)
 //          with random weights: a decode benchmark beside llama.cpp.
+//   12b    Gemma 3 12B's shapes (48 layers of 3840, 16 / 8 heads, FFN 15360, window
+//          1024, linear RoPE scaling 8) with random blocks and the types llama.cpp's
+//          Q4_K_M gives it: Q6_K embeddings (they are the output too), Q4_K elsewhere,
+//          attn_v and ffn_down Q6_K in the layers of its more-bits rule.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -21,18 +25,27 @@ ModelSpec gemma3_spec(const Options& opt) {
     bool rope_scaling;
   };
   Shape s;
-  if (opt.preset == "tiny") s = {6, 256, 1000, 2048, 4, 1, 256, 512, 16, true};
-  else if (opt.preset == "270m") s = {18, 640, 262144, 32768, 4, 1, 256, 2048, 512, false};
-  else throw std::invalid_argument("synth: unknown gemma3 preset '" + opt.preset + "' (known: tiny, 270m)");
+  DType embd = DType::Q8_0, qk = DType::Q5_0, v = DType::Q8_0, out = DType::Q4_K, gate_up = DType::Q5_0,
+        down = DType::Q6_K;
+  bool more_bits = false;  // attn_v and ffn_down Q6_K in the layers of llama.cpp's rule
+  if (opt.preset == "tiny") {
+    s = {6, 256, 1000, 2048, 4, 1, 256, 512, 16, true};
+  } else if (opt.preset == "270m") {
+    s = {18, 640, 262144, 32768, 4, 1, 256, 2048, 512, false};
+  } else if (opt.preset == "12b") {
+    s = {48, 3840, 262208, 131072, 16, 8, 256, 15360, 1024, true};
+    embd = DType::Q6_K, qk = v = out = gate_up = down = DType::Q4_K, more_bits = true;
+  } else {
+    throw std::invalid_argument("synth: unknown gemma3 preset '" + opt.preset + "' (known: tiny, 270m, 12b)");
+  }
   if (opt.layers) s.layers = *opt.layers;
   if (opt.vocab) s.vocab = *opt.vocab;
   if (s.layers < 1) throw std::invalid_argument("synth: need layers >= 1");
   if (opt.experts) throw std::invalid_argument("synth: gemma3 has no experts");
-  DType embd = DType::Q8_0, qk = DType::Q5_0, v = DType::Q8_0, out = DType::Q4_K, gate_up = DType::Q5_0,
-        down = DType::Q6_K;
-  if (opt.type) embd = qk = v = out = gate_up = down = *opt.type;
+  if (opt.type) embd = qk = v = out = gate_up = down = *opt.type, more_bits = false;
 
   ModelSpec spec;
+  spec.random_blocks = opt.preset == "12b";
   spec.metadata = [s, preset = opt.preset](gguf::GgufWriter& w) {
     const std::string a = "gemma3.";
     w.set_string("general.architecture", "gemma3");
@@ -75,7 +88,8 @@ ModelSpec gemma3_spec(const Options& opt) {
     norm(b + "attn_norm.weight", s.embd);
     matrix(b + "attn_q.weight", qk, {s.embd, q_width});
     matrix(b + "attn_k.weight", qk, {s.embd, kv_width});
-    matrix(b + "attn_v.weight", v, {s.embd, kv_width});
+    const bool more = more_bits && more_bits_layer(i, s.layers);
+    matrix(b + "attn_v.weight", more ? DType::Q6_K : v, {s.embd, kv_width});
     matrix(b + "attn_output.weight", out, {q_width, s.embd});
     norm(b + "attn_q_norm.weight", s.head_dim);
     norm(b + "attn_k_norm.weight", s.head_dim);
@@ -83,7 +97,7 @@ ModelSpec gemma3_spec(const Options& opt) {
     norm(b + "ffn_norm.weight", s.embd);
     matrix(b + "ffn_gate.weight", gate_up, {s.embd, s.ff});
     matrix(b + "ffn_up.weight", gate_up, {s.embd, s.ff});
-    matrix(b + "ffn_down.weight", down, {s.ff, s.embd});
+    matrix(b + "ffn_down.weight", more ? DType::Q6_K : down, {s.ff, s.embd});
     norm(b + "post_ffw_norm.weight", s.embd);
   }
   return spec;

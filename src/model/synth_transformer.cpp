@@ -5,6 +5,7 @@
 //   llama smollm2-135m  SmolLM2-135M-Instruct.Q4_1.gguf's shapes and types, random weights:
 //                       a decode benchmark of README's chat model beside llama.cpp
 //   llama tiny-llama3   Llama-3-like: wide GQA, rope_freqs.weight, untied output
+//   llama 8b            Llama-3.1-8B's shapes, random weights, Q4_K_M's types (below)
 //   qwen3 tiny          Qwen3-0.6B-like: head_dim 128 != embd / heads, tied embeddings
 //   qwen3 8b            Qwen3-8B's shapes, random weights, Q4_K_M's types (below)
 //   qwen3moe tiny       Qwen3-30B-A3B-like: 8 experts, 2 used, no shared expert
@@ -30,14 +31,10 @@ struct Shape {
 
 struct Types {
   DType embd, output, attn_qk, attn_v, attn_out, ffn_gate_up, ffn_down;
-  // attn_v and ffn_down of the layers that llama.cpp's Q4_K_M gives more bits (the
-  // first and last eighth, and every third layer between); none: every layer as above.
+  // attn_v and ffn_down of the layers that llama.cpp's Q4_K_M gives more bits
+  // (more_bits_layer); none: every layer as above.
   std::optional<DType> more_bits;
 };
-
-bool more_bits_layer(int64_t i, int64_t layers) {
-  return i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
-}
 
 // Q4_K_M as llama.cpp's quantizer assigns it to these models' tensors.
 constexpr Types kQ4KM = {DType::Q4_K, DType::Q6_K, DType::Q4_K, DType::Q4_K,
@@ -132,6 +129,10 @@ ModelSpec transformer_spec(const std::string& arch, const std::string& preset, S
 
 }  // namespace
 
+bool more_bits_layer(int64_t i, int64_t layers) {
+  return i < layers / 8 || i >= 7 * layers / 8 || (i - layers / 8) % 3 == 2;
+}
+
 ModelSpec llama_spec(const Options& opt) {
   if (opt.preset == "tiny")
     return transformer_spec("llama", opt.preset,
@@ -151,7 +152,11 @@ ModelSpec llama_spec(const Options& opt) {
                             {DType::Q8_0, DType::Q8_0, DType::Q4_1, DType::Q4_1, DType::Q4_1, DType::Q4_1,
                              DType::Q4_1, std::nullopt},
                             opt);
-  unknown_preset("llama", opt.preset, "tiny, tiny-llama3, smollm2-135m");
+  if (opt.preset == "8b")
+    return transformer_spec("llama", opt.preset,
+                            {32, 4096, 128256, 131072, 32, 8, 128, 14336, 0, 0, 500000.0f, 1e-5f, false, true},
+                            kQ4KM, opt, true);
+  unknown_preset("llama", opt.preset, "tiny, tiny-llama3, smollm2-135m, 8b");
 }
 
 ModelSpec qwen3_spec(const Options& opt) {

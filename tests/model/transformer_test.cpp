@@ -258,12 +258,13 @@ INSTANTIATE_TEST_SUITE_P(Presets, TransformerReference,
 
 // The full-size benchmark presets: every tensor's shape and type written out here from
 // the released models' configs and llama.cpp's Q4_K_M rule (attn_v and ffn_down in Q6_K
-// for the layers listed), and the sizes of the real Q4_K_M files (18.6 GB and 5.03 GB).
+// for the layers listed), and the sizes of the real Q4_K_M files (18.6, 5.03 and 4.92 GB).
 struct FullSize {
   std::string arch, preset;
   int64_t layers, embd, vocab, q_width, kv_width, ff, experts;
   std::vector<int> more_bits;  // layers whose attn_v and ffn_down are Q6_K
   double gib;
+  bool llama = false;  // rope_freqs.weight after the output, no q / k norms
 };
 
 class TransformerFullSize : public ::testing::TestWithParam<FullSize> {};
@@ -283,6 +284,7 @@ TEST_P(TransformerFullSize, MatchesTheReleasedModelInQ4KM) {
   std::vector<Want> want = {{"token_embd.weight", DType::Q4_K, {f.embd, f.vocab}},
                             {"output_norm.weight", DType::F32, {f.embd}},
                             {"output.weight", DType::Q6_K, {f.embd, f.vocab}}};
+  if (f.llama) want.push_back({"rope_freqs.weight", DType::F32, {64}});
   for (int64_t i = 0; i < f.layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     const bool more = std::find(f.more_bits.begin(), f.more_bits.end(), i) != f.more_bits.end();
@@ -292,8 +294,10 @@ TEST_P(TransformerFullSize, MatchesTheReleasedModelInQ4KM) {
     want.push_back({b + "attn_k.weight", DType::Q4_K, {f.embd, f.kv_width}});
     want.push_back({b + "attn_v.weight", down, {f.embd, f.kv_width}});
     want.push_back({b + "attn_output.weight", DType::Q4_K, {f.q_width, f.embd}});
-    want.push_back({b + "attn_q_norm.weight", DType::F32, {128}});
-    want.push_back({b + "attn_k_norm.weight", DType::F32, {128}});
+    if (!f.llama) {
+      want.push_back({b + "attn_q_norm.weight", DType::F32, {128}});
+      want.push_back({b + "attn_k_norm.weight", DType::F32, {128}});
+    }
     want.push_back({b + "ffn_norm.weight", DType::F32, {f.embd}});
     if (f.experts) {
       want.push_back({b + "ffn_gate_inp.weight", DType::F32, {f.embd, f.experts}});
@@ -322,7 +326,9 @@ INSTANTIATE_TEST_SUITE_P(
         FullSize{"qwen3moe", "30b-a3b", 48, 2048, 151936, 4096, 512, 768, 128,
                  {0, 1, 2, 3, 4, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35, 38, 41, 42, 43, 44, 45, 46, 47}, 17.28},
         FullSize{"qwen3", "8b", 36, 4096, 151936, 4096, 1024, 12288, 0,
-                 {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35}, 4.68}),
+                 {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35}, 4.68},
+        FullSize{"llama", "8b", 32, 4096, 128256, 4096, 1024, 14336, 0,
+                 {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}, 4.58, true}),
     [](const ::testing::TestParamInfo<FullSize>& info) { return info.param.arch; });
 
 }  // namespace

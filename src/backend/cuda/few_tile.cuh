@@ -27,8 +27,8 @@ constexpr int chunk_bytes() {
   return kChunk / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
 }
 // Q6_K's 210-byte chunks do not start on 16-byte boundaries: a row's chunks are copied
-// from the boundary below them and read at their offset (the same for the 16 rows of
-// a tile, whose rows are 16-byte multiples).
+// from the boundary below them and read at their offset, each row at its own (Gemma 3's
+// rows of 3840 are 3150 bytes, so the 16 rows of a tile start at different offsets).
 template <DType T>
 constexpr bool kShifted = chunk_bytes<T>() % 16 != 0;
 // Staged bytes per row for C chunks, padded as the pipelined tiles' rows are.
@@ -91,23 +91,37 @@ struct Frag<DType::Q6_K> {
   }
 };
 
-// Whether w's rows suit these warps: a type they decode, rows and data on 16-byte
-// boundaries (bulk copies). The row length is each caller's to check.
+// Whether w's rows suit these warps: a type they decode, data on a 16-byte boundary
+// (bulk copies). Rows of whole chunks are 16-byte multiples but for kShifted types'. The
+// row length is each caller's to check.
 inline bool rows_fit(const Tensor& w) {
   bool type = false;
   dispatch_weight_type(w.type, [&](auto t) { type = kType<decltype(t)::value>; });
-  return type && w.row_bytes() % 16 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+  return type && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
-// Where slice `i` of a row starts (i · C chunks), and (Q6_K) how far below that the
-// staged copy starts.
+// The shifts of this lane's rows lane / 4 and lane / 4 + 8 (product_of's).
+struct LaneShifts {
+  int row[2];
+};
+
+// Where slice `i` of a row starts (i · C chunks), and (kShifted) how far below that a
+// row's staged copy starts.
 template <DType T, int C>
 struct Slice {
   size_t at;
-  int shift;
-  __device__ explicit Slice(int i)
-      : at(static_cast<size_t>(i) * C * chunk_bytes<T>()), shift(kShifted<T> ? static_cast<int>(at % 16) : 0) {}
-  __device__ uint32_t bytes() const { return (shift + C * chunk_bytes<T>() + 15) / 16 * 16; }
+  __device__ explicit Slice(int i) : at(static_cast<size_t>(i) * C * chunk_bytes<T>()) {}
+  // row: the row's first byte.
+  __device__ int shift(const uint8_t* row) const {
+    return kShifted<T> ? static_cast<int>((reinterpret_cast<uintptr_t>(row) + at) % 16) : 0;
+  }
+  __device__ static uint32_t bytes(int shift) { return (shift + C * chunk_bytes<T>() + 15) / 16 * 16; }
+  // row(r): the first byte of the tile's row r.
+  template <class Row>
+  __device__ LaneShifts lane_shifts(Row row) const {
+    const int g = threadIdx.x % 32 / 4;
+    return {{shift(row(g)), shift(row(g + 8))}};
+  }
 };
 
 // Lane 0 readies the warp's mbarrier (before its first copy_rows).
@@ -130,11 +144,18 @@ __device__ __forceinline__ void copy_rows(uint8_t* slot, uint64_t* bar, int rows
   __trap();  // the host sends older GPUs elsewhere
 #else
   const int lane = threadIdx.x % 32;
+  const int shift = lane < rows ? sl.shift(row(lane)) : 0;
+  const uint32_t bytes = lane < rows ? sl.bytes(shift) : 0;
   __syncwarp();
-  if (lane == 0) mbarrier_expect(bar, sl.bytes() * rows);
+  if constexpr (kShifted<T>) {
+    const uint32_t total = __reduce_add_sync(0xffffffffu, bytes);
+    if (lane == 0) mbarrier_expect(bar, total);
+  } else {
+    if (lane == 0) mbarrier_expect(bar, sl.bytes(0) * rows);
+  }
   if (lane < rows) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the warp's reads before the copy's writes
-    bulk_copy(slot + lane * row_stride<T>(C), row(lane) + sl.at - sl.shift, sl.bytes(), bar);
+    bulk_copy(slot + lane * row_stride<T>(C), row(lane) + sl.at - shift, bytes, bar);
   }
 #endif
 }
@@ -200,10 +221,11 @@ __device__ __forceinline__ StagedToken<C> stage_token_f32(uint4* words, const fl
 // row lane / 4 + 8 (e / 2), token 2 (lane % 4) + e % 2 of the n-tile. Rows past a
 // weight's end hold stale bytes; only their own outputs see them.
 template <DType T, int C, int NB, class Tokens>
-__device__ __forceinline__ void product_of(const uint8_t* slot, int shift, const Tokens& b, float (&acc)[NB][4]) {
+__device__ __forceinline__ void product_of(const uint8_t* slot, LaneShifts shift, const Tokens& b,
+                                           float (&acc)[NB][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   constexpr int kStride = row_stride<T>(C), kBytes = chunk_bytes<T>();
-  const uint8_t* row[2] = {slot + g * kStride + shift, slot + (g + 8) * kStride + shift};
+  const uint8_t* row[2] = {slot + g * kStride + shift.row[0], slot + (g + 8) * kStride + shift.row[1]};
   // kShared: this lane's quarter of its rows' scale words, block q = 8c + s for q % 4 == t.
   uint32_t own[2][2 * C];
   if constexpr (Frag<T>::kShared) {
@@ -251,7 +273,7 @@ __device__ __forceinline__ void product_of(const uint8_t* slot, int shift, const
 }
 
 template <DType T, int C, int NB>
-__device__ __forceinline__ void product(const uint8_t* slot, int shift, const uint4 (&b)[NB][C][4][2],
+__device__ __forceinline__ void product(const uint8_t* slot, LaneShifts shift, const uint4 (&b)[NB][C][4][2],
                                         float (&acc)[NB][4]) {
   product_of<T, C, NB>(slot, shift, [&](int i, int c, int j, int h) { return b[i][c][j][h]; }, acc);
 }

@@ -24,7 +24,10 @@
 // K-quant rows at one token (session 62): Qwen3-8B's Q4_K / Q6_K projections moved 1.0 -
 // 1.45 TB/s on the matvec; here it decodes 292 tokens/s instead of 240 on an H200, and
 // 309 with its rows of 12288 (48 chunks, more than a team covers) split in three tiles
-// whose partial sums split_sum adds.
+// whose partial sums split_sum adds. Q6_K rows that are not 16-byte multiples (Gemma 3's:
+// 3840 elements are 3150 bytes) are copied row by row from their own boundaries
+// (few_tile.cuh); on the matvec's direct path they had held Gemma 3 12B to 133 tokens/s
+// on an H200, 181 here (session 64).
 #include <algorithm>
 #include <vector>
 
@@ -67,7 +70,7 @@ struct FewParams {
   const float* x;    // x {in, n} in f32
 };
 
-// kF32Rows rows of an F32 weight for one token: warp w takes the groups w, w + kWarps,
+// kF32Rows rows of an F32 weight for one token: warp w of W takes the groups w, w + W,
 // .. of 256 elements of each row, its first group's weights loaded before the wait
 // (they do not depend on the previous kernel); the warps' sums are added in warp order.
 __device__ __forceinline__ void f32_rows(const FewParams& p) {
@@ -77,6 +80,7 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
   const FewF32& f = p.f32[wi];
   const int r0 = (static_cast<int>(blockIdx.x) - f.block0) * kF32Rows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = p.in / few::kChunk;
+  const int warps = blockDim.x / 32;
   float w[kF32Rows][8];
   const auto load = [&](int g) {
 #pragma unroll
@@ -92,7 +96,7 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
   if (warp < groups) load(warp);
   pdl_begin();
   float acc[kF32Rows] = {};
-  for (int g = warp; g < groups; g += kWarps) {
+  for (int g = warp; g < groups; g += warps) {
     if (g != warp) load(g);
     float x[8];
     load_floats8(p.x + g * few::kChunk + lane * 8, x);
@@ -111,15 +115,15 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
   if (r < kF32Rows && r0 + r < f.out) {
     float v = 0;
 #pragma unroll
-    for (int i = 0; i < kWarps; ++i) v += part[i][r];
+    for (int i = 0; i < warps; ++i) v += part[i][r];
     f.y[r0 + r] = v;
   }
 }
 
-// grid: ceil(tiles / (kWarps / team)) blocks of kWarps warps; C chunks a warp, NT
-// n-tiles of 8 tokens. kOneToken: x is one token's f32 row, and the first f32_blocks
-// blocks take the F32 weights (a kernel of its own, so that the several-token ones stay
-// as they were).
+// grid: ceil(tiles / (kWarps / team)) blocks of that many whole teams (launch_few); C
+// chunks a warp, NT n-tiles of 8 tokens. kOneToken: x is one token's f32 row, and the
+// first f32_blocks blocks take the F32 weights (a kernel of its own, so that the
+// several-token ones stay as they were).
 template <DType T, int C, int NT, bool kOneToken>
 __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     matmul_few_kernel(const __grid_constant__ FewParams p) {
@@ -134,18 +138,18 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   const int team = warp / p.team, member = warp % p.team;
   const int block = static_cast<int>(blockIdx.x) - (kOneToken ? p.f32_blocks : 0);
   const int tile = block * (kWarps / p.team) + team;
-  const bool active = team < kWarps / p.team && tile < p.tiles;  // whole teams
+  const bool active = tile < p.tiles;  // blocks hold whole teams (launch_few)
   int wi = 0;
   while (wi + 1 < p.count && p.w[wi + 1].tile0 <= tile) ++wi;
   const FewWeight& w = p.w[wi];
   const int split = (tile - w.tile0) % p.splits, piece = split * p.team + member;  // this warp's slice of the row
   const int row0 = (tile - w.tile0) / p.splits * kTileRows, rows = min(kTileRows, w.out - row0);
   const few::Slice<T, C> slice(piece);
+  const auto row = [&](int r) { return w.w + static_cast<size_t>(row0 + r) * w.row_bytes; };
   uint8_t* slot = smem + warp * few::warp_bytes<T, C>();
   if (active) {  // weights first: they do not depend on the previous kernel
     few::init_bar(&bars[warp]);
-    few::copy_rows<T, C>(slot, &bars[warp], rows, slice,
-                         [&](int r) { return w.w + static_cast<size_t>(row0 + r) * w.row_bytes; });
+    few::copy_rows<T, C>(slot, &bars[warp], rows, slice, row);
   }
   pdl_begin();
   if (!active) return;
@@ -155,18 +159,19 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     return tok < p.n ? p.xb + static_cast<size_t>(tok) * p.in + k0 : nullptr;
   };
   float acc[NT][4] = {};
+  const few::LaneShifts shift = slice.lane_shifts(row);
   if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
-    auto* words = reinterpret_cast<uint4*>(smem + kWarps * few::warp_bytes<T, C>() +
+    auto* words = reinterpret_cast<uint4*>(smem + blockDim.x / 32 * few::warp_bytes<T, C>() +
                                            warp * few::StagedToken<C>::kBytes);
     const auto b = few::stage_token_f32<C>(words, p.x + k0);
     few::wait_rows(&bars[warp]);
-    few::product_of<T, C, 1>(slot, slice.shift, b, acc);
+    few::product_of<T, C, 1>(slot, shift, b, acc);
   } else if constexpr (C == 1) {  // every n-tile's tokens in registers: each A fragment decoded once
     uint4 b[NT][C][4][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) few::load_tokens<C>(b[nt], tokens(nt));
     few::wait_rows(&bars[warp]);
-    few::product<T, C, NT>(slot, slice.shift, b, acc);
+    few::product<T, C, NT>(slot, shift, b, acc);
   } else {  // one n-tile at a time, the staged rows decoded again for the next
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -174,7 +179,7 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
       few::load_tokens<C>(b[0], tokens(nt));
       if (nt == 0) few::wait_rows(&bars[warp]);
       float part[1][4] = {};
-      few::product<T, C, 1>(slot, slice.shift, b, part);
+      few::product<T, C, 1>(slot, shift, b, part);
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = part[0][e];
     }
@@ -191,13 +196,15 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
     }
 }
 
+// A block holds whole teams only: a team of 5 runs in 5 warps, not in 8 with 3 idle
+// whose registers and shared memory would keep other blocks' teams off the SM.
 template <DType T, int C, int NT, bool kOneToken = false>
 void launch_few(const FewParams& p, cudaStream_t s) {
-  constexpr size_t smem =
-      static_cast<size_t>(kWarps) * (few::warp_bytes<T, C>() + (kOneToken ? few::StagedToken<C>::kBytes : 0));
+  constexpr size_t kWarpSmem = few::warp_bytes<T, C>() + (kOneToken ? few::StagedToken<C>::kBytes : 0);
   constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken>;
-  allow_smem<kernel>(smem);
-  launch_pdl_smem(kernel, dim3(p.f32_blocks + ceil_div(p.tiles, kWarps / p.team)), dim3(few::kThreads), smem, s, p);
+  allow_smem<kernel>(kWarps * kWarpSmem);
+  const int teams = kWarps / p.team, warps = teams * p.team;
+  launch_pdl_smem(kernel, dim3(p.f32_blocks + ceil_div(p.tiles, teams)), dim3(32 * warps), warps * kWarpSmem, s, p);
 }
 
 }  // namespace

@@ -74,7 +74,9 @@ __device__ __forceinline__ void run_units(const FewMoeParams& p, int groups, Row
     uint4 b[1][C][4][2];
     few::load_tokens<C>(b[0], key >= 0 ? token_row(key) + kc * C * few::kChunk : nullptr);
     few::wait_rows(&bars[s][warp], (i >> 1) & 1);
-    few::product<T, C, 1>(slot(s), few::Slice<T, C>(kc).shift, b, acc);
+    const int g = u % groups;
+    few::product<T, C, 1>(slot(s), few::Slice<T, C>(kc).lane_shifts([&](int r) { return row(tile, g, r); }), b,
+                          acc);
     if (kc + 1 == ksteps) {
       store(tile, u % groups, acc[0]);
       acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.0f;

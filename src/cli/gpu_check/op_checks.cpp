@@ -365,7 +365,8 @@ void check_prefill_ops(Checker& c) {
 // cover the decode paths (the shared memory holds every pair's act for down up to a
 // point; past it moe.cu's kernels take over). Last, moe_few.cu's tiles (batches whose
 // experts average at most a token): the flagship's types and rows, Q8_0 with rows of 4
-// and 3 chunks (slices of 2 and 1), Q6_K; expert 0 favoured, so that from 12 tokens it
+// and 3 chunks (slices of 2 and 1), Q6_K, also in rows that are not 16-byte multiples
+// (2560 and 1280: 2100 and 1050 bytes); expert 0 favoured, so that from 12 tokens it
 // fills more than one 8-token tile. moe_block up to 16 tokens, with a shared expert gated
 // and not: past 8, the grouped experts and then the shared expert as batched ops.
 void check_expert_variants(Checker& c) {
@@ -387,7 +388,8 @@ void check_expert_variants(Checker& c) {
                          Shape{10, 8, 2048, 1024, DType::Q4_K, DType::Q5_K, false, 0.05f, 0.03f, large_tokens, 256},
                          Shape{64, 4, 2048, 512, DType::Q4_K, DType::Q5_K, false, 0.05f, 0.03f, few_tokens, 256, 2.5f},
                          Shape{64, 4, 1024, 768, DType::Q8_0, DType::Q8_0, false, 0.05f, 0.03f, few_tokens, 256, 2.5f},
-                         Shape{16, 1, 2048, 2048, DType::Q6_K, DType::Q6_K, false, 0.03f, 0.02f, {9, 16}, 256}}) {
+                         Shape{16, 1, 2048, 2048, DType::Q6_K, DType::Q6_K, false, 0.03f, 0.02f, {9, 16}, 256},
+                         Shape{16, 1, 2560, 1280, DType::Q6_K, DType::Q6_K, false, 0.03f, 0.02f, {9, 16}, 256}}) {
     auto gate = c.weight(m.gate_up, {m.d, m.ff, m.E}, m.scale), up = c.weight(m.gate_up, {m.d, m.ff, m.E}, m.scale);
     auto down = c.weight(m.down, {m.ff, m.d, m.E}, m.down_scale);
     auto gb = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f)), ub = c.f32({m.ff, m.E}, c.randn(m.ff * m.E, 2.0f));
@@ -684,12 +686,13 @@ void check_ops(Checker& c) {
   // most types, for 1, 2, 3 and 5 tokens (the 1-, 2- and 5-token kernels; beyond the
   // first token the activations come from L1), and matmul_few for 6 and 8, and 12 and 16
   // in two n-tiles (Q8_0, Q4_K, Q5_K, Q6_K rows of up to 16 chunks: teams of 8 warps, 2,
-  // 3 of 8 with two idle, 6 with 2 chunks a warp; the rest take the tiles). 2048: a row
-  // per warp, in a small and a large launch; 4096 and 6144: a team of 2 or 4 warps per
-  // row (one of the 4 idle), and at one token matmul_few's two chunks a warp (4096 x 2100) and its
-  // rows split in three (12288 x 2100: Qwen3-8B's down projection); 3840: a team of 2 whose second warp has an odd count of
-  // groups (7; Q4_K / Q5_K lanes take groups in pairs for one token); 18432: more chunks
-  // than a team has warps, so one warp walks them all.
+  // 3 (two teams in a block of 6 warps), 6 with 2 chunks a warp; the rest take the
+  // tiles). 2048: a row per warp, in a small and a large launch; 4096 and 6144: a team of
+  // 2 or 4 warps per row (one of the 4 idle), and at one token matmul_few's two chunks a
+  // warp (4096 x 2100) and its rows split in three (12288 x 2100: Qwen3-8B's down
+  // projection); 3840: a team of 2 whose second warp has an odd count of groups (7; Q4_K /
+  // Q5_K lanes take groups in pairs for one token); 18432: more chunks than a team has
+  // warps, so one warp walks them all.
   //
   // Then rows the staged path copies from the 16-byte boundary below them: one chunk of
   // a type with 32-element blocks whose rows are not whole groups or not 16-byte
@@ -711,6 +714,22 @@ void check_ops(Checker& c) {
                      " n=" + std::to_string(n),
                  c.rel_err(y), matmul_tol(w.gpu, n));
       }
+    }
+  }
+  // Q6_K rows that are not 16-byte multiples on matmul_few, each of a tile's rows copied
+  // from its own 16-byte boundary: Gemma 3 12B's attn_v (3840: 3150 bytes, split in three
+  // at one token), its down projection (15360, split in five, two chunks a warp), Gemma 3
+  // 27B's rows (5376: 21 chunks, split in three of 7), and Gemma 3 4B's (2560: two chunks
+  // a warp, a team of 5, from one token to two n-tiles).
+  const std::tuple<int64_t, int64_t, std::vector<int64_t>> unaligned_q6k[] = {
+      {3840, 2048, {1}}, {15360, 3840, {1}}, {5376, 2100, {1}}, {2560, 2100, {1, 6, 8, 12, 16}}};
+  for (const auto& [in, out, tokens] : unaligned_q6k) {
+    auto w = c.weight(DType::Q6_K, {in, out}, 0.03f);
+    for (int64_t n : tokens) {
+      const auto y = c.matmul_fresh(w, n);
+      c.report("matmul q6_k unaligned rows in=" + std::to_string(in) + " out=" + std::to_string(out) +
+                   " n=" + std::to_string(n),
+               c.rel_err(y), matmul_tol(w.gpu, n));
     }
   }
   // A NaN in each token's x shows in every output, whatever form x takes inside the
