@@ -7,10 +7,11 @@
 //          RoPE scaling as the 4B and larger models do.
 //   270m   the real file's shapes (18 layers of 640, vocabulary 262144, window 512)
 //          with random weights: a decode benchmark beside llama.cpp.
-//   12b    Gemma 3 12B's shapes (48 layers of 3840, 16 / 8 heads, FFN 15360, window
-//          1024, linear RoPE scaling 8) with random blocks and the types llama.cpp's
-//          Q4_K_M gives it: Q6_K embeddings (they are the output too), Q4_K elsewhere,
-//          attn_v and ffn_down Q6_K in the layers of its more-bits rule.
+//   4b, 12b, 27b  Gemma 3 4B's, 12B's and 27B's shapes (34 layers of 2560, 8 / 4 heads,
+//          FFN 10240; 48 of 3840, 16 / 8 heads, FFN 15360; 62 of 5376, 32 / 16 heads of
+//          128, FFN 21504; window 1024, linear RoPE scaling 8) with random blocks and the
+//          types llama.cpp's Q4_K_M gives them: Q6_K embeddings (they are the output too),
+//          Q4_K elsewhere, attn_v and ffn_down Q6_K in the layers of its more-bits rule.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -28,15 +29,18 @@ ModelSpec gemma3_spec(const Options& opt) {
   DType embd = DType::Q8_0, qk = DType::Q5_0, v = DType::Q8_0, out = DType::Q4_K, gate_up = DType::Q5_0,
         down = DType::Q6_K;
   bool more_bits = false;  // attn_v and ffn_down Q6_K in the layers of llama.cpp's rule
+  bool big = false;        // a full-size file: random blocks (fast)
   if (opt.preset == "tiny") {
     s = {6, 256, 1000, 2048, 4, 1, 256, 512, 16, true};
   } else if (opt.preset == "270m") {
     s = {18, 640, 262144, 32768, 4, 1, 256, 2048, 512, false};
-  } else if (opt.preset == "12b") {
-    s = {48, 3840, 262208, 131072, 16, 8, 256, 15360, 1024, true};
-    embd = DType::Q6_K, qk = v = out = gate_up = down = DType::Q4_K, more_bits = true;
+  } else if (opt.preset == "4b" || opt.preset == "12b" || opt.preset == "27b") {
+    if (opt.preset == "4b") s = {34, 2560, 262208, 131072, 8, 4, 256, 10240, 1024, true};
+    if (opt.preset == "12b") s = {48, 3840, 262208, 131072, 16, 8, 256, 15360, 1024, true};
+    if (opt.preset == "27b") s = {62, 5376, 262208, 131072, 32, 16, 128, 21504, 1024, true};
+    embd = DType::Q6_K, qk = v = out = gate_up = down = DType::Q4_K, more_bits = big = true;
   } else {
-    throw std::invalid_argument("synth: unknown gemma3 preset '" + opt.preset + "' (known: tiny, 270m, 12b)");
+    throw std::invalid_argument("synth: unknown gemma3 preset '" + opt.preset + "' (known: tiny, 270m, 4b, 12b, 27b)");
   }
   if (opt.layers) s.layers = *opt.layers;
   if (opt.vocab) s.vocab = *opt.vocab;
@@ -45,7 +49,7 @@ ModelSpec gemma3_spec(const Options& opt) {
   if (opt.type) embd = qk = v = out = gate_up = down = *opt.type, more_bits = false;
 
   ModelSpec spec;
-  spec.random_blocks = opt.preset == "12b";
+  spec.random_blocks = big;
   spec.metadata = [s, preset = opt.preset](gguf::GgufWriter& w) {
     const std::string a = "gemma3.";
     w.set_string("general.architecture", "gemma3");
