@@ -754,7 +754,8 @@ void check_ops(Checker& c) {
   // input projection (at one token its F32 weights ride along matmul_few's launch), its
   // router with the shared expert's gate and up (on the matvec at one token), and its
   // output projection (two chunks a warp); rows that matmul_few splits at one token, two
-  // types in two launches, each weight with its partial sums; each weight held to its own bar.
+  // types in two launches, each weight with its partial sums; rows whose team is 5 warps
+  // (Gemma 3 4B's 2560), so the F32 rows' blocks have 5 warps too; each weight held to its own bar.
   struct ManyCase {
     const char* name;
     int64_t in;
@@ -769,7 +770,8 @@ void check_ops(Checker& c) {
        {{DType::F32, 256}, {DType::Q8_0, 512}, {DType::Q8_0, 512}, {DType::F32, 1}}},
       {"the GDN output projection", 4096, {{DType::Q8_0, 2048}}},
       {"rows split in three, an F32 weight beside them", 12288,
-       {{DType::Q4_K, 2100}, {DType::Q6_K, 300}, {DType::F32, 16}}}};
+       {{DType::Q4_K, 2100}, {DType::Q6_K, 300}, {DType::F32, 16}}},
+      {"teams of 5 (blocks of 5 warps), an F32 weight beside them", 2560, {{DType::Q4_K, 2100}, {DType::F32, 16}}}};
   for (const ManyCase& m : many_cases) {
     std::vector<Checker::Both> ws;
     for (auto [t, rows] : m.weights) ws.push_back(c.weight(t, {m.in, rows}, 0.03f));
