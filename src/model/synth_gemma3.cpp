@@ -1,6 +1,6 @@
-// Synthetic Gemma 3 (gemma3.cpp). Every preset has head_dim 256, tied embeddings,
-// norms stored +1 by the converter, no sliding_window_pattern or rope.freq_base_swa
-// keys (llama.cpp's defaults: 6 and 10000). tiny and 270m mirror Gemma 3 270M's file
+// Synthetic Gemma 3 (gemma3.cpp). Every preset has head_dim 256 (but 27b: 128), tied
+// embeddings, norms stored +1 by the converter, no sliding_window_pattern or
+// rope.freq_base_swa keys (llama.cpp's defaults: 6 and 10000). tiny and 270m mirror Gemma 3 270M's file
 // (gemma-3-270m-q4_k_m.gguf): one KV head, Q8_0 embeddings, its tensor types.
 //   tiny   6 layers of 256, a window of 16 positions, so the oracle's 100-token
 //          sequence crosses it on the five local layers; its global layer has linear
@@ -26,27 +26,24 @@ ModelSpec gemma3_spec(const Options& opt) {
     bool rope_scaling;
   };
   Shape s;
-  DType embd = DType::Q8_0, qk = DType::Q5_0, v = DType::Q8_0, out = DType::Q4_K, gate_up = DType::Q5_0,
-        down = DType::Q6_K;
-  bool more_bits = false;  // attn_v and ffn_down Q6_K in the layers of llama.cpp's rule
-  bool big = false;        // a full-size file: random blocks (fast)
-  if (opt.preset == "tiny") {
-    s = {6, 256, 1000, 2048, 4, 1, 256, 512, 16, true};
-  } else if (opt.preset == "270m") {
-    s = {18, 640, 262144, 32768, 4, 1, 256, 2048, 512, false};
-  } else if (opt.preset == "4b" || opt.preset == "12b" || opt.preset == "27b") {
-    if (opt.preset == "4b") s = {34, 2560, 262208, 131072, 8, 4, 256, 10240, 1024, true};
-    if (opt.preset == "12b") s = {48, 3840, 262208, 131072, 16, 8, 256, 15360, 1024, true};
-    if (opt.preset == "27b") s = {62, 5376, 262208, 131072, 32, 16, 128, 21504, 1024, true};
-    embd = DType::Q6_K, qk = v = out = gate_up = down = DType::Q4_K, more_bits = big = true;
-  } else {
+  if (opt.preset == "tiny") s = {6, 256, 1000, 2048, 4, 1, 256, 512, 16, true};
+  else if (opt.preset == "270m") s = {18, 640, 262144, 32768, 4, 1, 256, 2048, 512, false};
+  else if (opt.preset == "4b") s = {34, 2560, 262208, 131072, 8, 4, 256, 10240, 1024, true};
+  else if (opt.preset == "12b") s = {48, 3840, 262208, 131072, 16, 8, 256, 15360, 1024, true};
+  else if (opt.preset == "27b") s = {62, 5376, 262208, 131072, 32, 16, 128, 21504, 1024, true};
+  else
     throw std::invalid_argument("synth: unknown gemma3 preset '" + opt.preset + "' (known: tiny, 270m, 4b, 12b, 27b)");
-  }
+  const bool big = opt.preset != "tiny" && opt.preset != "270m";  // a released size in Q4_K_M: random blocks
   if (opt.layers) s.layers = *opt.layers;
   if (opt.vocab) s.vocab = *opt.vocab;
   if (s.layers < 1) throw std::invalid_argument("synth: need layers >= 1");
   if (opt.experts) throw std::invalid_argument("synth: gemma3 has no experts");
-  if (opt.type) embd = qk = v = out = gate_up = down = *opt.type, more_bits = false;
+  DType embd = DType::Q8_0, qk = DType::Q5_0, v = DType::Q8_0, out = DType::Q4_K, gate_up = DType::Q5_0,
+        down = DType::Q6_K;
+  if (big) embd = DType::Q6_K, qk = v = out = gate_up = down = DType::Q4_K;
+  if (opt.type) embd = qk = v = out = gate_up = down = *opt.type;
+  // attn_v and ffn_down Q6_K in the layers of llama.cpp's more-bits rule (Q4_K_M only).
+  const bool more_bits = big && !opt.type;
 
   ModelSpec spec;
   spec.random_blocks = big;
