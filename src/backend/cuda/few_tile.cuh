@@ -44,12 +44,16 @@ constexpr int warp_bytes() {
 
 // Chunks per warp (C) and warps per tile (the team) for rows of `in` elements; 0
 // chunks: none fit. One chunk a warp while a team of kWarps covers the row, else two.
-// With `split`, a row too long for a team is cut into `splits` equal parts of whole
-// chunks, each a tile of its own whose partial sums are added after the launch
-// (matmul_batched's split_sum): Qwen3-8B's down projection (rows of 12288) in 3.
+// With `split` (one token), a row too long for a team is cut into `splits` equal parts
+// of whole chunks, each a tile of its own whose partial sums are added after the launch
+// (matmul_batched's split_sum): Qwen3-8B's down projection (rows of 12288) in 3; and an
+// odd part of 9-15 chunks takes a ragged team, two chunks a warp but one in its last
+// (Gemma 3's rows of 3840, 15 chunks: eight warps and no split, not three tiles of five).
 constexpr int kMaxSplits = 8;
 struct Shape {
   int chunks_per_warp = 0, team = 0, splits = 1;
+  bool ragged = false;  // the team's last warp takes one chunk
+  int part() const { return team * chunks_per_warp - (ragged ? 1 : 0); }  // chunks a tile
 };
 inline Shape shape_for(int64_t in, bool split = false) {
   if (in % kChunk != 0) return {};
@@ -59,6 +63,7 @@ inline Shape shape_for(int64_t in, bool split = false) {
     const int part = chunks / s;
     if (part <= kWarps) return {1, part, s};
     if (part <= 2 * kWarps && part % 2 == 0) return {2, part / 2, s};
+    if (split && part < 2 * kWarps) return {2, (part + 1) / 2, s, true};
   }
   return {};
 }
@@ -105,21 +110,27 @@ struct LaneShifts {
   int row[2];
 };
 
-// Where slice `i` of a row starts (i · C chunks), and (kShifted) how far below that a
-// row's staged copy starts.
+// A warp's slice of a row: `count` (at most C) chunks from chunk `first`, and (kShifted)
+// how far below that a row's staged copy starts: the same for every row when rows are
+// 16-byte multiples (`uniform`), else each row's own.
 template <DType T, int C>
 struct Slice {
   size_t at;
-  __device__ explicit Slice(int i) : at(static_cast<size_t>(i) * C * chunk_bytes<T>()) {}
+  int count;
+  bool uniform;
+  __device__ Slice(size_t first, int count, bool uniform)
+      : at(first * chunk_bytes<T>()), count(count), uniform(uniform) {}
   // row: the row's first byte.
   __device__ int shift(const uint8_t* row) const {
-    return kShifted<T> ? static_cast<int>((reinterpret_cast<uintptr_t>(row) + at) % 16) : 0;
+    if constexpr (!kShifted<T>) return 0;
+    return static_cast<int>(((uniform ? 0 : reinterpret_cast<uintptr_t>(row)) + at) % 16);
   }
-  __device__ static uint32_t bytes(int shift) { return (shift + C * chunk_bytes<T>() + 15) / 16 * 16; }
+  __device__ uint32_t bytes(int shift) const { return (shift + count * chunk_bytes<T>() + 15) / 16 * 16; }
   // row(r): the first byte of the tile's row r.
   template <class Row>
   __device__ LaneShifts lane_shifts(Row row) const {
     const int g = threadIdx.x % 32 / 4;
+    if (uniform) return {{shift(nullptr), shift(nullptr)}};
     return {{shift(row(g)), shift(row(g + 8))}};
   }
 };
@@ -147,11 +158,11 @@ __device__ __forceinline__ void copy_rows(uint8_t* slot, uint64_t* bar, int rows
   const int shift = lane < rows ? sl.shift(row(lane)) : 0;
   const uint32_t bytes = lane < rows ? sl.bytes(shift) : 0;
   __syncwarp();
-  if constexpr (kShifted<T>) {
+  if (kShifted<T> && !sl.uniform) {
     const uint32_t total = __reduce_add_sync(0xffffffffu, bytes);
     if (lane == 0) mbarrier_expect(bar, total);
   } else {
-    if (lane == 0) mbarrier_expect(bar, sl.bytes(0) * rows);
+    if (lane == 0) mbarrier_expect(bar, sl.bytes(sl.shift(nullptr)) * rows);  // every row's shift the same
   }
   if (lane < rows) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the warp's reads before the copy's writes
@@ -203,10 +214,11 @@ struct StagedToken {
 // 64 a lane, gathered by shuffles) they kept the one-token Q4_K kernel at 106 registers
 // and two blocks an SM; staged, 63 and four (PERFORMANCE.md, session 63: Qwen3-8B +10.5%).
 template <int C>
-__device__ __forceinline__ StagedToken<C> stage_token_f32(uint4* words, const float* tok) {
+__device__ __forceinline__ StagedToken<C> stage_token_f32(uint4* words, const float* tok, int count) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
+    if (c > 0 && c >= count) break;  // past the row: a ragged team's last warp
     const auto* at = reinterpret_cast<const float4*>(tok + kChunk * c + 8 * lane);
     const float4 lo = __ldg(at), hi = __ldg(at + 1);
     words[c * 32 + lane] = make_uint4(pack_f16_clamped(lo.x, lo.z), pack_f16_clamped(lo.y, lo.w),
@@ -220,9 +232,10 @@ __device__ __forceinline__ StagedToken<C> stage_token_f32(uint4* words, const fl
 // b[c][j][h] of n-tile i), each A fragment decoded once for all NB n-tiles. acc[i][e]:
 // row lane / 4 + 8 (e / 2), token 2 (lane % 4) + e % 2 of the n-tile. Rows past a
 // weight's end hold stale bytes; only their own outputs see them.
+// count: the slice's chunks (C but in a ragged team's last warp).
 template <DType T, int C, int NB, class Tokens>
-__device__ __forceinline__ void product_of(const uint8_t* slot, LaneShifts shift, const Tokens& b,
-                                           float (&acc)[NB][4]) {
+__device__ __forceinline__ void product_of(const uint8_t* slot, LaneShifts shift, const Tokens& b, float (&acc)[NB][4],
+                                           int count = C) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   constexpr int kStride = row_stride<T>(C), kBytes = chunk_bytes<T>();
   const uint8_t* row[2] = {slot + g * kStride + shift.row[0], slot + (g + 8) * kStride + shift.row[1]};
@@ -239,6 +252,7 @@ __device__ __forceinline__ void product_of(const uint8_t* slot, LaneShifts shift
   }
 #pragma unroll
   for (int c = 0; c < C; ++c) {
+    if (c > 0 && c >= count) break;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t sc[4];

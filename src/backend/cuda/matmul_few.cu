@@ -27,7 +27,10 @@
 // whose partial sums split_sum adds. Q6_K rows that are not 16-byte multiples (Gemma 3's:
 // 3840 elements are 3150 bytes) are copied row by row from their own boundaries
 // (few_tile.cuh); on the matvec's direct path they had held Gemma 3 12B to 133 tokens/s
-// on an H200, 181 here (session 64).
+// on an H200, 181 here (session 64). A row of 9-15 odd chunks per tile takes a ragged
+// team, two chunks a warp but one in its last (few::shape_for): Gemma 3's rows of 3840
+// are then one tile of 8 warps, not three tiles of 5 and a split sum, and it decodes
+// 218 tokens/s, not 182 (session 65).
 #include <algorithm>
 #include <vector>
 
@@ -62,12 +65,13 @@ struct FewParams {
   FewWeight w[kMaxWeights];
   FewF32 f32[kFewMaxF32Weights];
   int count, f32_count, in, n;
-  int team;          // warps per tile: in / (splits · C · kChunk)
+  int team;          // warps per tile: part / C, rounded up
   int splits;        // tiles per 16 rows, each a part of the row (few::shape_for)
   int tiles;         // of all weights
   int f32_blocks;    // blocks [0, f32_blocks) take the F32 weights' rows (one token)
   const __half* xb;  // x as the pipelined tiles' f16 token rows (to_f16_pairs), or null for one token:
   const float* x;    // x {in, n} in f32
+  int part;          // chunks a tile: team · C, one less for a ragged team
 };
 
 // kF32Rows rows of an F32 weight for one token: warp w of W takes the groups w, w + W,
@@ -123,11 +127,15 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
 // grid: ceil(tiles / (kWarps / team)) blocks of that many whole teams (launch_few); C
 // chunks a warp, NT n-tiles of 8 tokens. kOneToken: x is one token's f32 row, and the
 // first f32_blocks blocks take the F32 weights (a kernel of its own, so that the
-// several-token ones stay as they were).
-template <DType T, int C, int NT, bool kOneToken>
-__global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
+// several-token ones stay as they were). kRagged: a team's last warp takes one chunk
+// (one token, C = 2), in kernels of their own: a chunk count known only at run time
+// made Llama-3.1-8B's step 2.2% slower on an H200. Three blocks an SM took the Q6_K
+// one from 91 registers to 80 and Gemma 3 12B from 218.5 to 221.2 tokens/s (session 65).
+template <DType T, int C, int NT, bool kOneToken, bool kRagged = false>
+__global__ void __launch_bounds__(few::kThreads, (C == 1 && NT == 1) || kRagged ? 3 : 2)
     matmul_few_kernel(const __grid_constant__ FewParams p) {
   static_assert(!kOneToken || NT == 1);
+  static_assert(!kRagged || (kOneToken && C == 2));
   if constexpr (kOneToken) {
     if (static_cast<int>(blockIdx.x) < p.f32_blocks) return f32_rows(p);
   }
@@ -142,9 +150,11 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   int wi = 0;
   while (wi + 1 < p.count && p.w[wi + 1].tile0 <= tile) ++wi;
   const FewWeight& w = p.w[wi];
-  const int split = (tile - w.tile0) % p.splits, piece = split * p.team + member;  // this warp's slice of the row
+  const int split = (tile - w.tile0) % p.splits;
+  const int first = kRagged ? split * p.part + member * C : (split * p.team + member) * C;  // this warp's first chunk
+  const size_t first_at = kRagged ? first : static_cast<size_t>(split * p.team + member) * C;
   const int row0 = (tile - w.tile0) / p.splits * kTileRows, rows = min(kTileRows, w.out - row0);
-  const few::Slice<T, C> slice(piece);
+  const few::Slice<T, C> slice(first_at, kRagged && member == p.team - 1 ? C - 1 : C, w.row_bytes % 16 == 0);
   const auto row = [&](int r) { return w.w + static_cast<size_t>(row0 + r) * w.row_bytes; };
   uint8_t* slot = smem + warp * few::warp_bytes<T, C>();
   if (active) {  // weights first: they do not depend on the previous kernel
@@ -153,7 +163,7 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   }
   pdl_begin();
   if (!active) return;
-  const int k0 = piece * C * few::kChunk;
+  const int k0 = first * few::kChunk;
   const auto tokens = [&](int nt) {  // this lane's token row of n-tile nt, or null
     const int tok = kTileTokens * nt + lane / 4;
     return tok < p.n ? p.xb + static_cast<size_t>(tok) * p.in + k0 : nullptr;
@@ -163,9 +173,9 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
   if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
     auto* words = reinterpret_cast<uint4*>(smem + blockDim.x / 32 * few::warp_bytes<T, C>() +
                                            warp * few::StagedToken<C>::kBytes);
-    const auto b = few::stage_token_f32<C>(words, p.x + k0);
+    const auto b = few::stage_token_f32<C>(words, p.x + k0, slice.count);
     few::wait_rows(&bars[warp]);
-    few::product_of<T, C, 1>(slot, shift, b, acc);
+    few::product_of<T, C, 1>(slot, shift, b, acc, slice.count);
   } else if constexpr (C == 1) {  // every n-tile's tokens in registers: each A fragment decoded once
     uint4 b[NT][C][4][2];
 #pragma unroll
@@ -198,10 +208,10 @@ __global__ void __launch_bounds__(few::kThreads, C == 1 && NT == 1 ? 3 : 2)
 
 // A block holds whole teams only: a team of 5 runs in 5 warps, not in 8 with 3 idle
 // whose registers and shared memory would keep other blocks' teams off the SM.
-template <DType T, int C, int NT, bool kOneToken = false>
+template <DType T, int C, int NT, bool kOneToken = false, bool kRagged = false>
 void launch_few(const FewParams& p, cudaStream_t s) {
   constexpr size_t kWarpSmem = few::warp_bytes<T, C>() + (kOneToken ? few::StagedToken<C>::kBytes : 0);
-  constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken>;
+  constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken, kRagged>;
   allow_smem<kernel>(kWarps * kWarpSmem);
   const int teams = kWarps / p.team, warps = teams * p.team;
   launch_pdl_smem(kernel, dim3(p.f32_blocks + ceil_div(p.tiles, teams)), dim3(32 * warps), warps * kWarpSmem, s, p);
@@ -230,6 +240,7 @@ void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const fl
     if (done[first]) continue;
     FewParams p{};
     p.in = static_cast<int>(in), p.n = static_cast<int>(n), p.team = shape.team, p.splits = shape.splits;
+    p.part = shape.part();
     p.x = x, p.xb = xb;
     for (size_t i = first; i < w.size() && p.count < kMaxWeights; ++i) {
       if (done[i] || w[i].type != w[first].type) continue;
@@ -248,6 +259,7 @@ void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const fl
     dispatch_weight_type(w[first].type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
       if constexpr (few::kType<T>) {
+        if (n == 1 && shape.ragged) return launch_few<T, 2, 1, true, true>(p, s);
         if (n == 1)
           return shape.chunks_per_warp == 1 ? launch_few<T, 1, 1, true>(p, s) : launch_few<T, 2, 1, true>(p, s);
         const bool two = n > kTileTokens;

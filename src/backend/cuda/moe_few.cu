@@ -57,8 +57,8 @@ __device__ __forceinline__ void run_units(const FewMoeParams& p, int groups, Row
       key = j < tile.count ? token_key(tile, j) : -1;
     }
     const int g = u % groups;
-    few::copy_rows<T, C>(slot(s), &bars[s][warp], rows_of(tile, g), few::Slice<T, C>(kc),
-                         [&](int r) { return row(tile, g, r); });
+    const few::Slice<T, C> slice(static_cast<size_t>(kc) * C, C, false);
+    few::copy_rows<T, C>(slot(s), &bars[s][warp], rows_of(tile, g), slice, [&](int r) { return row(tile, g, r); });
     return true;
   };
   int u = blockIdx.x * kWarps + warp, kc = 0, key;
@@ -75,8 +75,8 @@ __device__ __forceinline__ void run_units(const FewMoeParams& p, int groups, Row
     few::load_tokens<C>(b[0], key >= 0 ? token_row(key) + kc * C * few::kChunk : nullptr);
     few::wait_rows(&bars[s][warp], (i >> 1) & 1);
     const int g = u % groups;
-    few::product<T, C, 1>(slot(s), few::Slice<T, C>(kc).lane_shifts([&](int r) { return row(tile, g, r); }), b,
-                          acc);
+    const few::Slice<T, C> slice(static_cast<size_t>(kc) * C, C, false);
+    few::product<T, C, 1>(slot(s), slice.lane_shifts([&](int r) { return row(tile, g, r); }), b, acc);
     if (kc + 1 == ksteps) {
       store(tile, u % groups, acc[0]);
       acc[0][0] = acc[0][1] = acc[0][2] = acc[0][3] = 0.0f;

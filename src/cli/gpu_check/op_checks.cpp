@@ -732,6 +732,16 @@ void check_ops(Checker& c) {
                c.rel_err(y), matmul_tol(w.gpu, n));
     }
   }
+  // Ragged teams at one token (two chunks a warp, one in the team's last): rows of 15
+  // chunks (Gemma 3 12B's 3840: a team of 8, no split) and 9 (2304: a team of 5), in
+  // every type matmul_few decodes.
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t in : {3840, 2304}) {
+      auto w = c.weight(t, {in, 2064}, 0.03f);
+      const auto y = c.matmul_fresh(w, 1);
+      c.report("matmul " + tname(t) + " ragged team in=" + std::to_string(in) + " out=2064 n=1", c.rel_err(y),
+               matmul_tol(w.gpu, 1));
+    }
   // A NaN in each token's x shows in every output, whatever form x takes inside the
   // kernel: the one-token matvec (Q6_K's rows of 2048 take x as int8 terms with a scale
   // per block of 32), matmul_few at one token (2048 rows: x as f16, clamped to its
