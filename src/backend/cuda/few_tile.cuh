@@ -47,8 +47,9 @@ constexpr int warp_bytes() {
 // With `split` (one token), a row too long for a team is cut into `splits` equal parts
 // of whole chunks, each a tile of its own whose partial sums are added after the launch
 // (matmul_batched's split_sum): Qwen3-8B's down projection (rows of 12288) in 3; and an
-// odd part of 9-15 chunks takes a ragged team, two chunks a warp but one in its last
-// (Gemma 3's rows of 3840, 15 chunks: eight warps and no split, not three tiles of five).
+// odd part of 5-15 chunks takes a ragged team, two chunks a warp but one in its last
+// (Gemma 3 12B's rows of 3840, 15 chunks: eight warps and no split, not three tiles of
+// five; 27B's of 5376: three tiles of four warps, not of seven with one chunk each).
 constexpr int kMaxSplits = 8;
 struct Shape {
   int chunks_per_warp = 0, team = 0, splits = 1;
@@ -61,7 +62,7 @@ inline Shape shape_for(int64_t in, bool split = false) {
   for (int s = 1; s <= (split ? kMaxSplits : 1); ++s) {
     if (chunks % s != 0) continue;
     const int part = chunks / s;
-    if (part <= kWarps) return {1, part, s};
+    if (part <= kWarps && !(split && part % 2 == 1 && part >= 5)) return {1, part, s};
     if (part <= 2 * kWarps && part % 2 == 0) return {2, part / 2, s};
     if (split && part < 2 * kWarps) return {2, (part + 1) / 2, s, true};
   }

@@ -27,10 +27,11 @@
 // whose partial sums split_sum adds. Q6_K rows that are not 16-byte multiples (Gemma 3's:
 // 3840 elements are 3150 bytes) are copied row by row from their own boundaries
 // (few_tile.cuh); on the matvec's direct path they had held Gemma 3 12B to 133 tokens/s
-// on an H200, 181 here (session 64). A row of 9-15 odd chunks per tile takes a ragged
-// team, two chunks a warp but one in its last (few::shape_for): Gemma 3's rows of 3840
-// are then one tile of 8 warps, not three tiles of 5 and a split sum, and it decodes
-// 218 tokens/s, not 182 (session 65).
+// on an H200, 181 here (session 64). An odd part of 5-15 chunks per tile takes a ragged
+// team, two chunks a warp but one in its last (few::shape_for): Gemma 3 12B's rows of
+// 3840 are then one tile of 8 warps, not three tiles of 5 and a split sum (182 -> 218
+// tokens/s), and 27B's of 5376 three tiles of 4 warps, not of 7 with half the bytes in
+// flight (98.8 -> 111 tokens/s; session 65).
 #include <algorithm>
 #include <vector>
 

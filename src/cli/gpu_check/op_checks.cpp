@@ -733,10 +733,11 @@ void check_ops(Checker& c) {
     }
   }
   // Ragged teams at one token (two chunks a warp, one in the team's last): rows of 15
-  // chunks (Gemma 3 12B's 3840: a team of 8, no split) and 9 (2304: a team of 5), in
-  // every type matmul_few decodes.
+  // chunks (Gemma 3 12B's 3840: a team of 8, no split), 9 (2304: a team of 5), 21
+  // (Gemma 3 27B's 5376: three tiles of a team of 4) and 5 (1280: a team of 3), in every
+  // type matmul_few decodes.
   for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
-    for (int64_t in : {3840, 2304}) {
+    for (int64_t in : {3840, 2304, 5376, 1280}) {
       auto w = c.weight(t, {in, 2064}, 0.03f);
       const auto y = c.matmul_fresh(w, 1);
       c.report("matmul " + tname(t) + " ragged team in=" + std::to_string(in) + " out=2064 n=1", c.rel_err(y),
