@@ -130,10 +130,13 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
 // first f32_blocks blocks take the F32 weights (a kernel of its own, so that the
 // several-token ones stay as they were). kRagged: a team's last warp takes one chunk
 // (one token, C = 2), in kernels of their own: a chunk count known only at run time
-// made Llama-3.1-8B's step 2.2% slower on an H200. Three blocks an SM took the Q6_K
-// one from 91 registers to 80 and Gemma 3 12B from 218.5 to 221.2 tokens/s (session 65).
+// made Llama-3.1-8B's step 2.2% slower on an H200. Three blocks an SM for the ragged
+// and the one-token Q6_K kernels: the ragged Q6_K one 91 -> 80 registers (Gemma 3 12B
+// 218.5 -> 221.2 tokens/s), the two-chunk Q6_K one 124 -> 80 with 4 bytes spilled
+// (Gemma 3 27B +2.5%, Llama-3.1-8B +1.3%; session 65).
 template <DType T, int C, int NT, bool kOneToken, bool kRagged = false>
-__global__ void __launch_bounds__(few::kThreads, (C == 1 && NT == 1) || kRagged ? 3 : 2)
+__global__ void __launch_bounds__(few::kThreads,
+                                  (C == 1 && NT == 1) || kRagged || (kOneToken && T == DType::Q6_K) ? 3 : 2)
     matmul_few_kernel(const __grid_constant__ FewParams p) {
   static_assert(!kOneToken || NT == 1);
   static_assert(!kRagged || (kOneToken && C == 2));
