@@ -357,7 +357,8 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
   b.bytes += (w16_bytes + 255) & ~size_t{255};
   // Rows matmul_few splits (one token): kMaxMany weights at most, each with its partial sums; the rest go to the
   // matvec.
-  if (!b.few.empty() && matmul_few_splits(in, n) > 1) {
+  const int few_splits = b.few.empty() ? 1 : matmul_few_splits(in, n);
+  if (few_splits > 1) {
     for (size_t k = kMaxMany; k < b.few.size(); ++k) b.matvec.push_back(b.few[k]);
     b.few.resize(std::min<size_t>(b.few.size(), kMaxMany));
     struct Part {
@@ -367,7 +368,7 @@ BatchedPlan plan_batched(std::span<const Tensor> w, const Tensor& x, std::span<c
     } parts[kMaxMany];
     for (size_t k = 0; k < b.few.size(); ++k)
       parts[k] = {y.empty() ? nullptr : y[b.few[k]].as<float>(), nullptr, static_cast<int>(w[b.few[k]].rows())};
-    b.few_sum = place_partials(parts, static_cast<int>(b.few.size()), matmul_few_splits(in, n), n, scratch, b.bytes);
+    b.few_sum = place_partials(parts, static_cast<int>(b.few.size()), few_splits, n, scratch, b.bytes);
     for (size_t k = 0; k < b.few.size(); ++k) b.few_parts.push_back(parts[k].part);
   } else {
     b.few_parts.assign(b.few.size(), nullptr);
