@@ -72,7 +72,7 @@ struct FewParams {
   int f32_blocks;    // blocks [0, f32_blocks) take the F32 weights' rows (one token)
   const __half* xb;  // x as the pipelined tiles' f16 token rows (to_f16_pairs), or null for one token:
   const float* x;    // x {in, n} in f32
-  int part;          // chunks a tile: team · C, one less for a ragged team
+  int part;          // chunks a tile: team · C, one less for a ragged team (last: the fields above keep their offsets)
 };
 
 // kF32Rows rows of an F32 weight for one token: warp w of W takes the groups w, w + W,
@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(few::kThreads,
   const FewWeight& w = p.w[wi];
   const int split = (tile - w.tile0) % p.splits;
   const int first = kRagged ? split * p.part + member * C : (split * p.team + member) * C;  // this warp's first chunk
+  // The slice's offset as a 64-bit product where not ragged, as before: those kernels' code stays the same.
   const size_t first_at = kRagged ? first : static_cast<size_t>(split * p.team + member) * C;
   const int row0 = (tile - w.tile0) / p.splits * kTileRows, rows = min(kTileRows, w.out - row0);
   const few::Slice<T, C> slice(first_at, kRagged && member == p.team - 1 ? C - 1 : C, w.row_bytes % 16 == 0);
