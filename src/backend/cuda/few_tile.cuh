@@ -62,9 +62,9 @@ inline Shape shape_for(int64_t in, bool split = false) {
   for (int s = 1; s <= (split ? kMaxSplits : 1); ++s) {
     if (chunks % s != 0) continue;
     const int part = chunks / s;
-    if (part <= kWarps && !(split && part % 2 == 1 && part >= 5)) return {1, part, s};
+    if (split && part % 2 == 1 && part >= 5 && part < 2 * kWarps) return {2, (part + 1) / 2, s, true};
+    if (part <= kWarps) return {1, part, s};
     if (part <= 2 * kWarps && part % 2 == 0) return {2, part / 2, s};
-    if (split && part < 2 * kWarps) return {2, (part + 1) / 2, s, true};
   }
   return {};
 }
