@@ -149,7 +149,8 @@ __device__ __forceinline__ void init_bar(uint64_t* bar) {
 // Lane r < rows copies its row's slice from row(r) (the row's first byte) into the
 // warp's slot, counted on the warp's mbarrier. Whatever the warp read of the slot
 // before is done with. Hopper only (bulk copies).
-template <DType T, int C, class Row>
+// kStride: the slot's bytes per row (few_int8.cuh's lanes take another).
+template <DType T, int C, int kStride = row_stride<T>(C), class Row>
 __device__ __forceinline__ void copy_rows(uint8_t* slot, uint64_t* bar, int rows, const Slice<T, C>& sl, Row row) {
 #if __CUDA_ARCH__ < 900
   (void)slot, (void)bar, (void)rows, (void)sl, (void)row;
@@ -167,7 +168,7 @@ __device__ __forceinline__ void copy_rows(uint8_t* slot, uint64_t* bar, int rows
   }
   if (lane < rows) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the warp's reads before the copy's writes
-    bulk_copy(slot + lane * row_stride<T>(C), row(lane) + sl.at - shift, bytes, bar);
+    bulk_copy(slot + lane * kStride, row(lane) + sl.at - shift, bytes, bar);
   }
 #endif
 }

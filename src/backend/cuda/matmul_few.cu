@@ -32,9 +32,15 @@
 // 3840 are then one tile of 8 warps, not three tiles of 5 and a split sum (182 -> 218
 // tokens/s), and 27B's of 5376 three tiles of 4 warps, not of 7 with half the bytes in
 // flight (98.8 -> 111 tokens/s; session 65).
+#include <cuda.h>  // CUtensorMap; the driver's encoder is reached through the runtime
+#include <cudaTypedefs.h>
+
 #include <algorithm>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "backend/cuda/few_int8.cuh"
 #include "backend/cuda/few_tile.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/matvec.cuh"
@@ -73,6 +79,14 @@ struct FewParams {
   const __half* xb;  // x as the pipelined tiles' f16 token rows (to_f16_pairs), or null for one token:
   const float* x;    // x {in, n} in f32
   int part;          // chunks a tile: team · C, one less for a ragged team (last: the fields above keep their offsets)
+};
+
+// The one-token int8 kernels' parameters: each weight's rows also as a 2-D tensor of
+// 4-byte words, so that one bulk tensor copy (lane 0's) stages a tile's 16 rows of a
+// warp's slice. Copied row by row, a lane a row, the copies are issued one at a time:
+// 160 of a Q4_K warp's 1045 instructions on an H200 (PERFORMANCE.md, session 66).
+struct FewMapParams : FewParams {
+  CUtensorMap map[kMaxWeights];  // box: the slice's bytes x 16 rows (WarpSmem::kStride)
 };
 
 // kF32Rows rows of an F32 weight for one token: warp w of W takes the groups w, w + W,
@@ -125,6 +139,50 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
   }
 }
 
+// A warp's shared memory: its rows' slot, then (one token) the token it stages. A
+// one-token Q4_K slice is taken on DP4A (few_int8.cuh), in its own row stride.
+template <DType T, int C, bool kOneToken>
+struct WarpSmem {
+  static constexpr bool kInt8 = kOneToken && few::kInt8Lanes<T>;
+  static constexpr int kStride = kInt8 ? few::int8_stride<T>(C) : few::row_stride<T>(C);
+  static constexpr int kSlot = few::kTileRows * kStride;
+  static constexpr int kToken = !kOneToken ? 0 : kInt8 ? few::Int8Token<C>::kBytes : few::StagedToken<C>::kBytes;
+};
+
+// The kernel's dynamic shared memory, 128-byte aligned where a bulk tensor copy writes
+// it (two names: one extern array cannot take two alignments).
+template <bool kTensorCopies>
+__device__ __forceinline__ uint8_t* dynamic_smem() {
+  if constexpr (kTensorCopies) {
+    extern __shared__ __align__(128) uint8_t smem128[];
+    return smem128;
+  } else {
+    extern __shared__ __align__(16) uint8_t smem16[];
+    return smem16;
+  }
+}
+
+template <DType T, int C, bool kOneToken>
+using FewParamsOf = std::conditional_t<WarpSmem<T, C, kOneToken>::kInt8, FewMapParams, FewParams>;
+
+// Lane 0 copies the box at (x words, row y) of `map` into slot, counted on bar. Rows
+// past the tensor's end arrive as zeros and count too. Hopper only.
+__device__ __forceinline__ void copy_box(uint8_t* slot, uint64_t* bar, const CUtensorMap* map, int x, int y,
+                                        uint32_t bytes) {
+#if __CUDA_ARCH__ < 900
+  (void)slot, (void)bar, (void)map, (void)x, (void)y, (void)bytes;
+  __trap();
+#else
+  if (threadIdx.x % 32 != 0) return;
+  mbarrier_expect(bar, bytes);
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(smem_address(slot)),
+      "l"(map), "r"(x), "r"(y), "r"(smem_address(bar))
+      : "memory");
+#endif
+}
+
 // grid: ceil(tiles / (kWarps / team)) blocks of that many whole teams (launch_few); C
 // chunks a warp, NT n-tiles of 8 tokens. kOneToken: x is one token's f32 row, and the
 // first f32_blocks blocks take the F32 weights (a kernel of its own, so that the
@@ -135,15 +193,17 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
 // 218.5 -> 221.2 tokens/s), the two-chunk Q6_K one 124 -> 80 with 4 bytes spilled
 // (Gemma 3 27B +2.5%, Llama-3.1-8B +1.3%; session 65).
 template <DType T, int C, int NT, bool kOneToken, bool kRagged = false>
-__global__ void __launch_bounds__(few::kThreads,
-                                  (C == 1 && NT == 1) || kRagged || (kOneToken && T == DType::Q6_K) ? 3 : 2)
-    matmul_few_kernel(const __grid_constant__ FewParams p) {
+__global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken>::kInt8                               ? 4
+                                                 : (C == 1 && NT == 1) || kRagged || (kOneToken && T == DType::Q6_K) ? 3
+                                                                                                                      : 2)
+    matmul_few_kernel(const __grid_constant__ FewParamsOf<T, C, kOneToken> p) {
   static_assert(!kOneToken || NT == 1);
   static_assert(!kRagged || (kOneToken && C == 2));
   if constexpr (kOneToken) {
     if (static_cast<int>(blockIdx.x) < p.f32_blocks) return f32_rows(p);
   }
-  extern __shared__ __align__(16) uint8_t smem[];
+  using Smem = WarpSmem<T, C, kOneToken>;
+  uint8_t* smem = dynamic_smem<Smem::kInt8>();
   __shared__ uint64_t bars[kWarps];
   __shared__ few::Partials<NT> partial;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -161,10 +221,15 @@ __global__ void __launch_bounds__(few::kThreads,
   const int row0 = (tile - w.tile0) / p.splits * kTileRows, rows = min(kTileRows, w.out - row0);
   const few::Slice<T, C> slice(first_at, kRagged && member == p.team - 1 ? C - 1 : C, w.row_bytes % 16 == 0);
   const auto row = [&](int r) { return w.w + static_cast<size_t>(row0 + r) * w.row_bytes; };
-  uint8_t* slot = smem + warp * few::warp_bytes<T, C>();
+  uint8_t* slot = smem + warp * Smem::kSlot;
   if (active) {  // weights first: they do not depend on the previous kernel
     few::init_bar(&bars[warp]);
-    few::copy_rows<T, C>(slot, &bars[warp], rows, slice, row);
+    if constexpr (Smem::kInt8) {  // a ragged team's last warp takes one chunk, less than the box
+      if (kRagged && member == p.team - 1) few::copy_rows<T, C, Smem::kStride>(slot, &bars[warp], rows, slice, row);
+      else copy_box(slot, &bars[warp], &p.map[wi], static_cast<int>(slice.at / 4), row0, few::kTileRows * Smem::kStride);
+    } else {
+      few::copy_rows<T, C, Smem::kStride>(slot, &bars[warp], rows, slice, row);
+    }
   }
   pdl_begin();
   if (!active) return;
@@ -175,9 +240,13 @@ __global__ void __launch_bounds__(few::kThreads,
   };
   float acc[NT][4] = {};
   const few::LaneShifts shift = slice.lane_shifts(row);
-  if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
-    auto* words = reinterpret_cast<uint4*>(smem + blockDim.x / 32 * few::warp_bytes<T, C>() +
-                                           warp * few::StagedToken<C>::kBytes);
+  if constexpr (Smem::kInt8) {  // the token's int8 terms in shared memory, after the rows' slots
+    uint8_t* words = smem + blockDim.x / 32 * Smem::kSlot + warp * Smem::kToken;
+    const auto x = few::stage_token_int8<C>(words, p.x + k0, slice.count);
+    few::wait_rows(&bars[warp]);
+    few::product_int8<T, C>(slot, x, acc, slice.count);
+  } else if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
+    auto* words = reinterpret_cast<uint4*>(smem + blockDim.x / 32 * Smem::kSlot + warp * Smem::kToken);
     const auto b = few::stage_token_f32<C>(words, p.x + k0, slice.count);
     few::wait_rows(&bars[warp]);
     few::product_of<T, C, 1>(slot, shift, b, acc, slice.count);
@@ -211,15 +280,45 @@ __global__ void __launch_bounds__(few::kThreads,
     }
 }
 
+// w's rows as {row_bytes / 4, out} words, a box of box_bytes x kTileRows (rows 16-byte
+// multiples on a 16-byte boundary: few::rows_fit and whole K-quant chunks).
+CUtensorMap rows_map(const FewWeight& w, int box_bytes) {
+  static const auto encode = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      throw std::runtime_error("cuda: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {w.row_bytes / 4, static_cast<cuuint64_t>(w.out)}, strides[1] = {w.row_bytes};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes / 4), few::kTileRows}, step[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, const_cast<uint8_t*>(w.w), dims, strides, box,
+                            step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("cuda: cuTensorMapEncodeTiled failed (" + std::to_string(r) + ")");
+  return map;
+}
+
 // A block holds whole teams only: a team of 5 runs in 5 warps, not in 8 with 3 idle
 // whose registers and shared memory would keep other blocks' teams off the SM.
 template <DType T, int C, int NT, bool kOneToken = false, bool kRagged = false>
 void launch_few(const FewParams& p, cudaStream_t s) {
-  constexpr size_t kWarpSmem = few::warp_bytes<T, C>() + (kOneToken ? few::StagedToken<C>::kBytes : 0);
+  using Smem = WarpSmem<T, C, kOneToken>;
+  constexpr size_t kWarpSmem = Smem::kSlot + Smem::kToken;
   constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken, kRagged>;
   allow_smem<kernel>(kWarps * kWarpSmem);
   const int teams = kWarps / p.team, warps = teams * p.team;
-  launch_pdl_smem(kernel, dim3(p.f32_blocks + ceil_div(p.tiles, teams)), dim3(32 * warps), warps * kWarpSmem, s, p);
+  const dim3 grid(p.f32_blocks + ceil_div(p.tiles, teams));
+  if constexpr (Smem::kInt8) {
+    FewMapParams mp{p, {}};
+    for (int i = 0; i < p.count; ++i) mp.map[i] = rows_map(p.w[i], Smem::kStride);
+    launch_pdl_smem(kernel, grid, dim3(32 * warps), warps * kWarpSmem, s, mp);
+  } else {
+    launch_pdl_smem(kernel, grid, dim3(32 * warps), warps * kWarpSmem, s, p);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// One token's product with a warp's 16 staged K-quant rows (matmul_few.cu) on DP4A, not
+// on the tensor cores. At one token the mma's f16 A fragments cost most of the kernel:
+// decoding Q4_K codes into them took about 5 instructions a weight, and ncu found
+// Gemma 3 27B's gate / up launch (130 MB) issue-bound on the integer pipe at 2.3 TB/s
+// on an H200 (PERFORMANCE.md, session 66). Here the codes stay bytes: x is staged once
+// per warp as two int8 terms per 32 elements, x ≈ e · (254 hi + lo) with e = max |x| /
+// (127 · 254) (within 1/64516 of the block's largest element, as the matvec's Q6_K LM
+// head takes it), and a code word meets them in two DP4A.
+//
+// Lanes: lane 2r + h takes row r's half h of each chunk (128 elements, four runs of 32),
+// so a run's scale and minimum are decoded once per 32 weights. Rows are staged densely
+// (int8_stride: the bulk tensor copy's box); where that is 32 mod 128 bytes (two chunks)
+// rows 2 and 3 of every four read their two 16-byte pieces of a run in the other order,
+// so that a quarter-warp's loads fall on distinct banks.
+#pragma once
+
+#include "backend/cuda/few_tile.cuh"
+
+namespace zinc::cuda::few {
+
+template <DType T>
+constexpr bool kInt8Lanes = T == DType::Q4_K;
+
+template <DType T>
+constexpr int int8_stride(int C) {
+  return C * chunk_bytes<T>();
+}
+// Whether row r's lanes take a run's second piece first (above).
+template <DType T, int C>
+__device__ __forceinline__ int piece_order(int r) {
+  constexpr int units = int8_stride<T>(C) / 16;
+  static_assert(int8_stride<T>(C) % 16 == 0 && (units % 2 == 1 || units % 8 == 2));
+  return units % 2 == 1 ? 0 : (r >> 1) & 1;
+}
+
+// A warp's staged token: per chunk and term (hi, lo) 256 bytes as two halves of 128, 32
+// bytes apart (with piece_order, the four addresses a quarter-warp reads fall on distinct
+// banks), then per run of 32 (e, Σ x) as a float2.
+template <int C>
+struct Int8Token {
+  static constexpr int kHalf = 160, kTerm = 2 * kHalf, kMeta = 2 * C * kTerm;
+  static constexpr int kBytes = kMeta + C * 8 * 8;
+  const uint8_t* base;
+  __device__ const uint4* hi(int c, int h, int run) const {
+    return reinterpret_cast<const uint4*>(base + c * kTerm + h * kHalf + run * 32);
+  }
+  __device__ const uint4* lo(int c, int h, int run) const {
+    return reinterpret_cast<const uint4*>(base + C * kTerm + c * kTerm + h * kHalf + run * 32);
+  }
+  __device__ float2 meta(int c, int run) const { return reinterpret_cast<const float2*>(base + kMeta)[c * 8 + run]; }
+};
+
+// Lane L quantizes elements 8L .. 8L + 7 of each of the slice's chunks; the four lanes
+// of a run share its max |x| (on the bits, so a NaN or infinity in x shows in the sums).
+template <int C>
+__device__ __forceinline__ Int8Token<C> stage_token_int8(uint8_t* words, const float* tok, int count) {
+  using X = Int8Token<C>;
+  const int lane = threadIdx.x % 32, h = lane / 16, at = h * X::kHalf + 8 * (lane % 16);
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    if (c > 0 && c >= count) break;  // past the row: a ragged team's last warp
+    const auto* src = reinterpret_cast<const float4*>(tok + kChunk * c + 8 * lane);
+    const float4 a = __ldg(src), b = __ldg(src + 1);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    uint32_t m = 0;
+    float sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j])), sum += v[j];
+    const float amax = lanes_abs_max<4>(m);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = amax > 0.0f ? __fdividef(127.0f, amax) : 0.0f;  // x then holds a NaN or infinity
+    int hi[8], lo[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float t = v[j] * inv, r = rintf(t);
+      hi[j] = static_cast<int>(r);
+      lo[j] = __float2int_rn((t - r) * 254.0f);  // t - r in [-0.5, 0.5], exactly
+    }
+    const auto pack = [](const int* q) {
+      return __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040), 0x5410);
+    };
+    *reinterpret_cast<uint2*>(words + c * X::kTerm + at) = make_uint2(pack(hi), pack(hi + 4));
+    *reinterpret_cast<uint2*>(words + C * X::kTerm + c * X::kTerm + at) = make_uint2(pack(lo), pack(lo + 4));
+    if (lane % 4 == 0)
+      reinterpret_cast<float2*>(words + X::kMeta)[c * 8 + lane / 4] = make_float2(amax * (1.0f / (127.0f * 254.0f)), sum);
+  }
+  __syncwarp();
+  return {words};
+}
+
+// Σ over the 32 codes c (bytes of the eight words: pieces `first` and first ^ 1 of the
+// run, 16 codes each) of c · (254 hi + lo).
+__device__ __forceinline__ int run_dot_int8(const uint32_t (&code)[8], const uint4* hi, const uint4* lo, int first) {
+  const uint4 h0 = hi[first], h1 = hi[first ^ 1], l0 = lo[first], l1 = lo[first ^ 1];
+  const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+  const uint32_t lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+  int H = 0, L = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    H = __dp4a(static_cast<int>(code[i]), static_cast<int>(hw[i]), H);
+    L = __dp4a(static_cast<int>(code[i]), static_cast<int>(lw[i]), L);
+  }
+  return 254 * H + L;
+}
+
+// acc (product_of's layout, token 0: lane 4g's acc[0] and acc[2], rows g and g + 8) =
+// the warp's 16 staged Q4_K rows (stride int8_stride) · the staged token, over `count`
+// chunks. Σ (d·sc·c - dmin·m)·x = d · Σ sc·e·Σ c·(254 hi + lo) - dmin · Σ m·Σ x per run.
+template <DType T, int C>
+__device__ __forceinline__ void product_int8(const uint8_t* slot, const Int8Token<C>& x, float (&acc)[1][4],
+                                             int count) {
+  static_assert(T == DType::Q4_K);
+  constexpr int kStride = int8_stride<T>(C), kBytes = chunk_bytes<T>();
+  const int lane = threadIdx.x % 32, h = lane % 2, first = piece_order<T, C>(lane / 2);
+  const uint8_t* row = slot + lane / 2 * kStride;
+  float sum = 0;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    if (c > 0 && c >= count) break;
+    const uint8_t* b = row + c * kBytes;
+    const uint4 head = *reinterpret_cast<const uint4*>(b);  // d, dmin, the 12 scale bytes (k_run's words)
+    const uint32_t sc = h == 0 ? head.y & 0x3F3F3F3Fu : (head.w & 0x0F0F0F0Fu) | ((head.y >> 2) & 0x30303030u);
+    const uint32_t mn = h == 0 ? head.z & 0x3F3F3F3Fu : ((head.w >> 4) & 0x0F0F0F0Fu) | ((head.z >> 2) & 0x30303030u);
+    float scaled = 0, mins = 0;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {  // qs group 2h + g: runs 4h + 2g (low nibbles) and 4h + 2g + 1 (high)
+      const auto* q = reinterpret_cast<const uint4*>(b + 16 + 32 * (2 * h + g));
+      const uint4 q0 = q[first], q1 = q[first ^ 1];
+      const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+      for (int nib = 0; nib < 2; ++nib) {
+        const int k = 2 * g + nib;  // the run in the lane's half
+        uint32_t code[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) code[i] = (w[i] >> (4 * nib)) & 0x0F0F0F0Fu;
+        const int t = run_dot_int8(code, x.hi(c, h, k), x.lo(c, h, k), first);
+        const float2 m = x.meta(c, 4 * h + k);
+        scaled += m.x * static_cast<float>((sc >> (8 * k)) & 0xFFu) * static_cast<float>(t);
+        mins += static_cast<float>((mn >> (8 * k)) & 0xFFu) * m.y;
+      }
+    }
+    sum += half_to_float(head.x & 0xffff) * scaled - half_to_float(head.x >> 16) * mins;
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // the row's two halves
+  const int g = lane / 4;
+  acc[0][0] += __shfl_sync(0xffffffffu, sum, 2 * g);
+  acc[0][2] += __shfl_sync(0xffffffffu, sum, 2 * (g + 8));
+}
+
+}  // namespace zinc::cuda::few
