@@ -19,11 +19,13 @@
 namespace zinc::cuda::few {
 
 template <DType T>
-constexpr bool kInt8Lanes = T == DType::Q4_K;
+constexpr bool kInt8Lanes = T == DType::Q4_K || T == DType::Q6_K;
 
+// Q4_K: rows densely, as the bulk tensor copy stages them (matmul_few.cu). Q6_K: copied
+// row by row from the 16-byte boundary below (kShifted), in the mma layout's stride.
 template <DType T>
 constexpr int int8_stride(int C) {
-  return C * chunk_bytes<T>();
+  return T == DType::Q6_K ? row_stride<T>(C) : C * chunk_bytes<T>();
 }
 // Whether row r's lanes take a run's second piece first (above).
 template <DType T, int C>
@@ -35,11 +37,12 @@ __device__ __forceinline__ int piece_order(int r) {
 
 // A warp's staged token: per chunk and term (hi, lo) 256 bytes as two halves of 128, 32
 // bytes apart (with piece_order, the four addresses a quarter-warp reads fall on distinct
-// banks), then per run of 32 (e, Σ x) as a float2.
-template <int C>
+// banks), then per run of 32 (e, Σ x) as a float2, then (kSeeds, Q6_K) per 16 elements
+// -32 Σ (254 hi + lo): its codes are c + 32.
+template <int C, bool kSeeds = false>
 struct Int8Token {
-  static constexpr int kHalf = 160, kTerm = 2 * kHalf, kMeta = 2 * C * kTerm;
-  static constexpr int kBytes = kMeta + C * 8 * 8;
+  static constexpr int kHalf = 160, kTerm = 2 * kHalf, kMeta = 2 * C * kTerm, kSeedAt = kMeta + C * 8 * 8;
+  static constexpr int kBytes = kSeedAt + (kSeeds ? C * 16 * 4 : 0);
   const uint8_t* base;
   __device__ const uint4* hi(int c, int h, int run) const {
     return reinterpret_cast<const uint4*>(base + c * kTerm + h * kHalf + run * 32);
@@ -48,13 +51,14 @@ struct Int8Token {
     return reinterpret_cast<const uint4*>(base + C * kTerm + c * kTerm + h * kHalf + run * 32);
   }
   __device__ float2 meta(int c, int run) const { return reinterpret_cast<const float2*>(base + kMeta)[c * 8 + run]; }
+  __device__ int2 seeds(int c, int run) const { return reinterpret_cast<const int2*>(base + kSeedAt)[c * 8 + run]; }
 };
 
 // Lane L quantizes elements 8L .. 8L + 7 of each of the slice's chunks; the four lanes
 // of a run share its max |x| (on the bits, so a NaN or infinity in x shows in the sums).
-template <int C>
-__device__ __forceinline__ Int8Token<C> stage_token_int8(uint8_t* words, const float* tok, int count) {
-  using X = Int8Token<C>;
+template <int C, bool kSeeds = false>
+__device__ __forceinline__ Int8Token<C, kSeeds> stage_token_int8(uint8_t* words, const float* tok, int count) {
+  using X = Int8Token<C, kSeeds>;
   const int lane = threadIdx.x % 32, h = lane / 16, at = h * X::kHalf + 8 * (lane % 16);
 #pragma unroll
   for (int c = 0; c < C; ++c) {
@@ -82,8 +86,17 @@ __device__ __forceinline__ Int8Token<C> stage_token_int8(uint8_t* words, const f
     };
     *reinterpret_cast<uint2*>(words + c * X::kTerm + at) = make_uint2(pack(hi), pack(hi + 4));
     *reinterpret_cast<uint2*>(words + C * X::kTerm + c * X::kTerm + at) = make_uint2(pack(lo), pack(lo + 4));
-    if (lane % 4 == 0)
-      reinterpret_cast<float2*>(words + X::kMeta)[c * 8 + lane / 4] = make_float2(amax * (1.0f / (127.0f * 254.0f)), sum);
+    if (lane % 4 == 0) {
+      const float e = amax * (1.0f / (127.0f * 254.0f));
+      reinterpret_cast<float2*>(words + X::kMeta)[c * 8 + lane / 4] = make_float2(e, sum);
+    }
+    if constexpr (kSeeds) {  // lanes 2i and 2i + 1 hold a group of 16
+      int q = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q += 254 * hi[j] + lo[j];
+      q += __shfl_xor_sync(0xffffffffu, q, 1);
+      if (lane % 2 == 0) reinterpret_cast<int*>(words + X::kSeedAt)[c * 16 + lane / 2] = -32 * q;
+    }
   }
   __syncwarp();
   return {words};
@@ -104,12 +117,21 @@ __device__ __forceinline__ int run_dot_int8(const uint32_t (&code)[8], const uin
   return 254 * H + L;
 }
 
-// acc (product_of's layout, token 0: lane 4g's acc[0] and acc[2], rows g and g + 8) =
+// acc (product_of's layout, token 0: lane 4g's acc[0] and acc[2], rows g and g + 8) +=
+// the sums of lanes 2r (row r) and 2r + 1 (its other half).
+__device__ __forceinline__ void to_mma_layout(float sum, float (&acc)[1][4], int lane) {
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  const int g = lane / 4;
+  acc[0][0] += __shfl_sync(0xffffffffu, sum, 2 * g);
+  acc[0][2] += __shfl_sync(0xffffffffu, sum, 2 * (g + 8));
+}
+
+// acc (product_of's layout) +=
 // the warp's 16 staged Q4_K rows (stride int8_stride) · the staged token, over `count`
 // chunks. Σ (d·sc·c - dmin·m)·x = d · Σ sc·e·Σ c·(254 hi + lo) - dmin · Σ m·Σ x per run.
 template <DType T, int C>
 __device__ __forceinline__ void product_int8(const uint8_t* slot, const Int8Token<C>& x, float (&acc)[1][4],
-                                             int count) {
+                                             int count, int /*shift*/) {
   static_assert(T == DType::Q4_K);
   constexpr int kStride = int8_stride<T>(C), kBytes = chunk_bytes<T>();
   const int lane = threadIdx.x % 32, h = lane % 2, first = piece_order<T, C>(lane / 2);
@@ -142,10 +164,75 @@ __device__ __forceinline__ void product_int8(const uint8_t* slot, const Int8Toke
     }
     sum += half_to_float(head.x & 0xffff) * scaled - half_to_float(head.x >> 16) * mins;
   }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // the row's two halves
-  const int g = lane / 4;
-  acc[0][0] += __shfl_sync(0xffffffffu, sum, 2 * g);
-  acc[0][2] += __shfl_sync(0xffffffffu, sum, 2 * (g + 8));
+  to_mma_layout(sum, acc, lane);
+}
+
+// N words from p, which is 2-byte aligned: aligned loads and a funnel shift each.
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&out)[N]) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  const auto* w = reinterpret_cast<const uint32_t*>(at & ~uintptr_t{3});
+  const uint32_t s = (at & 3) * 8;
+  uint32_t prev = w[0];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t next = w[i + 1];
+    out[i] = __funnelshift_r(prev, next, s);
+    prev = next;
+  }
+}
+
+// Q6_K (Dequant's layout): half h of a block holds ql bytes 64h .. (runs k and k + 2 of
+// the half in their low and high nibbles, k = 0, 1, 32 bytes each), qh bytes 128 + 32h
+// .. (run k's two high bits at bits 2k), and an int8 scale per 16 elements at 192 + 8h.
+// The lane's row starts `shift` bytes into its staged copy, so words are read on 4-byte
+// boundaries and funnel-shifted. Σ d·sc·(c - 32)·x = d · Σ e · Σ sc · (Σ c·(254 hi + lo)
+// - 32 Σ (254 hi + lo)) over the groups of 16.
+template <DType T, int C>
+__device__ __forceinline__ void product_int8(const uint8_t* slot, const Int8Token<C, true>& x, float (&acc)[1][4],
+                                             int count, int shift) {
+  static_assert(T == DType::Q6_K);
+  constexpr int kStride = int8_stride<T>(C), kBytes = chunk_bytes<T>();
+  const int lane = threadIdx.x % 32, h = lane % 2;
+  const uint8_t* row = slot + lane / 2 * kStride + shift;
+  float sum = 0;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    if (c > 0 && c >= count) break;
+    const uint8_t* b = row + c * kBytes;
+    uint32_t ql[16], qh[8], sc[2];
+    load_words(b + 64 * h, ql);
+    load_words(b + 128 + 32 * h, qh);
+    load_words(b + 192 + 8 * h, sc);
+    float part = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint4* hi = x.hi(c, h, k);
+      const uint4* lo = x.lo(c, h, k);
+      const int2 seed = x.seeds(c, 4 * h + k);
+      float groups = 0;
+#pragma unroll
+      for (int g = 0; g < 2; ++g) {  // elements 16g .. 16g + 15 of the run
+        const uint4 hv = hi[g], lv = lo[g];
+        const uint32_t hw[4] = {hv.x, hv.y, hv.z, hv.w}, lw[4] = {lv.x, lv.y, lv.z, lv.w};
+        int H = 0, L = g == 0 ? seed.x : seed.y;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t low = (ql[8 * (k & 1) + 4 * g + i] >> (4 * (k >> 1))) & 0x0F0F0F0Fu;
+          const uint32_t q = qh[4 * g + i], high = (k < 2 ? q << (4 - 2 * k) : q >> (2 * k - 4)) & 0x30303030u;
+          const int code = static_cast<int>(low | high);
+          H = __dp4a(code, static_cast<int>(hw[i]), H);
+          L = __dp4a(code, static_cast<int>(lw[i]), L);
+        }
+        const int j = 2 * k + g;  // the group's scale byte in the half
+        const float scale = static_cast<float>(static_cast<int8_t>(sc[j / 4] >> (8 * (j % 4))));
+        groups += scale * static_cast<float>(254 * H + L);
+      }
+      part += x.meta(c, 4 * h + k).x * groups;
+    }
+    sum += half_to_float(*reinterpret_cast<const uint16_t*>(b + 208)) * part;
+  }
+  to_mma_layout(sum, acc, lane);
 }
 
 }  // namespace zinc::cuda::few

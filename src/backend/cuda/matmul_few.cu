@@ -139,14 +139,17 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
   }
 }
 
-// A warp's shared memory: its rows' slot, then (one token) the token it stages. A
-// one-token Q4_K slice is taken on DP4A (few_int8.cuh), in its own row stride.
-template <DType T, int C, bool kOneToken>
+// A warp's shared memory: its rows' slot, then (one token) the token it stages. kInt8:
+// a one-token Q4_K or Q6_K slice taken on DP4A (few_int8.cuh), in its own row stride;
+// Q4_K's tiles arrive by one bulk tensor copy each (kBox).
+template <DType T, int C, bool kOneToken, bool kInt8 = false>
 struct WarpSmem {
-  static constexpr bool kInt8 = kOneToken && few::kInt8Lanes<T>;
+  static_assert(!kInt8 || (kOneToken && few::kInt8Lanes<T>));
+  static constexpr bool kBox = kInt8 && T == DType::Q4_K;
   static constexpr int kStride = kInt8 ? few::int8_stride<T>(C) : few::row_stride<T>(C);
   static constexpr int kSlot = few::kTileRows * kStride;
-  static constexpr int kToken = !kOneToken ? 0 : kInt8 ? few::Int8Token<C>::kBytes : few::StagedToken<C>::kBytes;
+  using Token = few::Int8Token<C, T == DType::Q6_K>;
+  static constexpr int kToken = !kOneToken ? 0 : kInt8 ? Token::kBytes : few::StagedToken<C>::kBytes;
 };
 
 // The kernel's dynamic shared memory, 128-byte aligned where a bulk tensor copy writes
@@ -162,8 +165,8 @@ __device__ __forceinline__ uint8_t* dynamic_smem() {
   }
 }
 
-template <DType T, int C, bool kOneToken>
-using FewParamsOf = std::conditional_t<WarpSmem<T, C, kOneToken>::kInt8, FewMapParams, FewParams>;
+template <DType T, int C, bool kOneToken, bool kInt8>
+using FewParamsOf = std::conditional_t<WarpSmem<T, C, kOneToken, kInt8>::kBox, FewMapParams, FewParams>;
 
 // Lane 0 copies the box at (x words, row y) of `map` into slot, counted on bar. Rows
 // past the tensor's end arrive as zeros and count too. Hopper only.
@@ -192,18 +195,18 @@ __device__ __forceinline__ void copy_box(uint8_t* slot, uint64_t* bar, const CUt
 // and the one-token Q6_K kernels: the ragged Q6_K one 91 -> 80 registers (Gemma 3 12B
 // 218.5 -> 221.2 tokens/s), the two-chunk Q6_K one 124 -> 80 with 4 bytes spilled
 // (Gemma 3 27B +2.5%, Llama-3.1-8B +1.3%; session 65).
-template <DType T, int C, int NT, bool kOneToken, bool kRagged = false>
-__global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken>::kInt8                               ? 4
+template <DType T, int C, int NT, bool kOneToken, bool kRagged = false, bool kInt8 = false>
+__global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken, kInt8>::kBox                         ? 4
                                                  : (C == 1 && NT == 1) || kRagged || (kOneToken && T == DType::Q6_K) ? 3
                                                                                                                       : 2)
-    matmul_few_kernel(const __grid_constant__ FewParamsOf<T, C, kOneToken> p) {
+    matmul_few_kernel(const __grid_constant__ FewParamsOf<T, C, kOneToken, kInt8> p) {
   static_assert(!kOneToken || NT == 1);
   static_assert(!kRagged || (kOneToken && C == 2));
   if constexpr (kOneToken) {
     if (static_cast<int>(blockIdx.x) < p.f32_blocks) return f32_rows(p);
   }
-  using Smem = WarpSmem<T, C, kOneToken>;
-  uint8_t* smem = dynamic_smem<Smem::kInt8>();
+  using Smem = WarpSmem<T, C, kOneToken, kInt8>;
+  uint8_t* smem = dynamic_smem<Smem::kBox>();
   __shared__ uint64_t bars[kWarps];
   __shared__ few::Partials<NT> partial;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken>::kInt
   uint8_t* slot = smem + warp * Smem::kSlot;
   if (active) {  // weights first: they do not depend on the previous kernel
     few::init_bar(&bars[warp]);
-    if constexpr (Smem::kInt8) {  // a ragged team's last warp takes one chunk, less than the box
+    if constexpr (Smem::kBox) {  // a ragged team's last warp takes one chunk, less than the box
       if (kRagged && member == p.team - 1) few::copy_rows<T, C, Smem::kStride>(slot, &bars[warp], rows, slice, row);
       else copy_box(slot, &bars[warp], &p.map[wi], static_cast<int>(slice.at / 4), row0, few::kTileRows * Smem::kStride);
     } else {
@@ -240,11 +243,12 @@ __global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken>::kInt
   };
   float acc[NT][4] = {};
   const few::LaneShifts shift = slice.lane_shifts(row);
-  if constexpr (Smem::kInt8) {  // the token's int8 terms in shared memory, after the rows' slots
+  if constexpr (kInt8) {  // the token's int8 terms in shared memory, after the rows' slots
     uint8_t* words = smem + blockDim.x / 32 * Smem::kSlot + warp * Smem::kToken;
-    const auto x = few::stage_token_int8<C>(words, p.x + k0, slice.count);
+    const auto x = few::stage_token_int8<C, T == DType::Q6_K>(words, p.x + k0, slice.count);
+    const int shift = Smem::kBox ? 0 : slice.shift(row(lane / 2));  // lane 2r + h's row r
     few::wait_rows(&bars[warp]);
-    few::product_int8<T, C>(slot, x, acc, slice.count);
+    few::product_int8<T, C>(slot, x, acc, slice.count, shift);
   } else if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
     auto* words = reinterpret_cast<uint4*>(smem + blockDim.x / 32 * Smem::kSlot + warp * Smem::kToken);
     const auto b = few::stage_token_f32<C>(words, p.x + k0, slice.count);
@@ -304,20 +308,43 @@ CUtensorMap rows_map(const FewWeight& w, int box_bytes) {
 
 // A block holds whole teams only: a team of 5 runs in 5 warps, not in 8 with 3 idle
 // whose registers and shared memory would keep other blocks' teams off the SM.
-template <DType T, int C, int NT, bool kOneToken = false, bool kRagged = false>
+template <DType T, int C, int NT, bool kOneToken = false, bool kRagged = false, bool kInt8 = false>
 void launch_few(const FewParams& p, cudaStream_t s) {
-  using Smem = WarpSmem<T, C, kOneToken>;
+  using Smem = WarpSmem<T, C, kOneToken, kInt8>;
   constexpr size_t kWarpSmem = Smem::kSlot + Smem::kToken;
-  constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken, kRagged>;
+  constexpr auto kernel = matmul_few_kernel<T, C, NT, kOneToken, kRagged, kInt8>;
   allow_smem<kernel>(kWarps * kWarpSmem);
   const int teams = kWarps / p.team, warps = teams * p.team;
   const dim3 grid(p.f32_blocks + ceil_div(p.tiles, teams));
-  if constexpr (Smem::kInt8) {
+  if constexpr (Smem::kBox) {
     FewMapParams mp{p, {}};
     for (int i = 0; i < p.count; ++i) mp.map[i] = rows_map(p.w[i], Smem::kStride);
     launch_pdl_smem(kernel, grid, dim3(32 * warps), warps * kWarpSmem, s, mp);
   } else {
     launch_pdl_smem(kernel, grid, dim3(32 * warps), warps * kWarpSmem, s, p);
+  }
+}
+
+// One token: Q4_K on DP4A; Q6_K on DP4A where some weight's rows are not 16-byte
+// multiples (Gemma 3's), since each lane reads its row's words at the row's own shift
+// and rows of one shift put those loads four lanes to a bank: on an H200 Llama-3.1-8B's
+// (16-byte) Q6_K rows made its step 3.3% slower on DP4A, while Gemma 3 27B gained 1.9%
+// and 12B 1.3% (PERFORMANCE.md, session 66).
+template <DType T>
+void launch_one_token(const FewParams& p, const few::Shape& shape, cudaStream_t s) {
+  const auto launch = [&]<bool kInt8>() {
+    if (shape.ragged) return launch_few<T, 2, 1, true, true, kInt8>(p, s);
+    if (shape.chunks_per_warp == 1) return launch_few<T, 1, 1, true, false, kInt8>(p, s);
+    launch_few<T, 2, 1, true, false, kInt8>(p, s);
+  };
+  if constexpr (T == DType::Q4_K) {
+    launch.template operator()<true>();
+  } else if constexpr (T == DType::Q6_K) {
+    bool shifted = false;
+    for (int i = 0; i < p.count; ++i) shifted = shifted || p.w[i].row_bytes % 16 != 0;
+    shifted ? launch.template operator()<true>() : launch.template operator()<false>();
+  } else {
+    launch.template operator()<false>();
   }
 }
 
@@ -363,9 +390,7 @@ void matmul_few(std::span<const Tensor> w, std::span<const Tensor> f32, const fl
     dispatch_weight_type(w[first].type, [&](auto type) {
       constexpr DType T = decltype(type)::value;
       if constexpr (few::kType<T>) {
-        if (n == 1 && shape.ragged) return launch_few<T, 2, 1, true, true>(p, s);
-        if (n == 1)
-          return shape.chunks_per_warp == 1 ? launch_few<T, 1, 1, true>(p, s) : launch_few<T, 2, 1, true>(p, s);
+        if (n == 1) return launch_one_token<T>(p, shape, s);
         const bool two = n > kTileTokens;
         if (shape.chunks_per_warp == 1) two ? launch_few<T, 1, 2>(p, s) : launch_few<T, 1, 1>(p, s);
         else two ? launch_few<T, 2, 2>(p, s) : launch_few<T, 2, 1>(p, s);
