@@ -1,11 +1,13 @@
 // One token's product with a warp's 16 staged K-quant rows (matmul_few.cu) on DP4A, not
-// on the tensor cores. At one token the mma's f16 A fragments cost most of the kernel:
-// decoding Q4_K codes into them took about 5 instructions a weight, and ncu found
-// Gemma 3 27B's gate / up launch (130 MB) issue-bound on the integer pipe at 2.3 TB/s
-// on an H200 (PERFORMANCE.md, session 66). Here the codes stay bytes: x is staged once
-// per warp as two int8 terms per 32 elements, x ≈ e · (254 hi + lo) with e = max |x| /
-// (127 · 254) (within 1/64516 of the block's largest element, as the matvec's Q6_K LM
-// head takes it), and a code word meets them in two DP4A.
+// on the tensor cores. ncu found Gemma 3 27B's one-token gate / up launch (130 MB of
+// Q4_K) bound by issue on an H200: 67% of issue slots, the integer pipe the busiest (the
+// codes' decode into f16 A fragments), 2.3 TB/s. Here the codes stay bytes: x is staged
+// once per warp as two int8 terms per 32 elements, x ≈ e · (254 hi + lo) with e = max |x|
+// / (127 · 254) (within 1/64516 of the block's largest element, as the matvec's Q6_K LM
+// head takes it), and a code word meets them in two DP4A. With the rows' tensor copy
+// that launch went from 35.6 to 28.9 M warp instructions and 57.9 to 47.1 us under ncu,
+// Gemma 3 27B from 113.3 to 126.0 tokens/s and Llama-3.1-8B from 373.3 to 414.7
+// (PERFORMANCE.md, session 66).
 //
 // Lanes: lane 2r + h takes row r's half h of each chunk (128 elements, four runs of 32),
 // so a run's scale and minimum are decoded once per 32 weights. Rows are staged densely

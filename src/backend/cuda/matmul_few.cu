@@ -31,7 +31,9 @@
 // team, two chunks a warp but one in its last (few::shape_for): Gemma 3 12B's rows of
 // 3840 are then one tile of 8 warps, not three tiles of 5 and a split sum (182 -> 218
 // tokens/s), and 27B's of 5376 three tiles of 4 warps, not of 7 with half the bytes in
-// flight (98.8 -> 111 tokens/s; session 65).
+// flight (98.8 -> 111 tokens/s; session 65). One-token Q4_K slices, and Q6_K ones of rows
+// that are not 16-byte multiples, are taken on DP4A against x as int8 terms (few_int8.cuh;
+// Gemma 3 27B 113 -> 129 tokens/s, Llama-3.1-8B 373 -> 415, session 66).
 #include <cuda.h>  // CUtensorMap; the driver's encoder is reached through the runtime
 #include <cudaTypedefs.h>
 
@@ -195,10 +197,13 @@ __device__ __forceinline__ void copy_box(uint8_t* slot, uint64_t* bar, const CUt
 // and the one-token Q6_K kernels: the ragged Q6_K one 91 -> 80 registers (Gemma 3 12B
 // 218.5 -> 221.2 tokens/s), the two-chunk Q6_K one 124 -> 80 with 4 bytes spilled
 // (Gemma 3 27B +2.5%, Llama-3.1-8B +1.3%; session 65).
+// The one-token Q4_K (DP4A) kernels at four: 64 registers, as many blocks as their shared memory allows.
+template <DType T, int C, int NT, bool kOneToken, bool kRagged, bool kInt8>
+constexpr int kMinBlocks = WarpSmem<T, C, kOneToken, kInt8>::kBox                                          ? 4
+                           : (C == 1 && NT == 1) || kRagged || (kOneToken && T == DType::Q6_K) ? 3
+                                                                                               : 2;
 template <DType T, int C, int NT, bool kOneToken, bool kRagged = false, bool kInt8 = false>
-__global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken, kInt8>::kBox                         ? 4
-                                                 : (C == 1 && NT == 1) || kRagged || (kOneToken && T == DType::Q6_K) ? 3
-                                                                                                                      : 2)
+__global__ void __launch_bounds__(few::kThreads, kMinBlocks<T, C, NT, kOneToken, kRagged, kInt8>)
     matmul_few_kernel(const __grid_constant__ FewParamsOf<T, C, kOneToken, kInt8> p) {
   static_assert(!kOneToken || NT == 1);
   static_assert(!kRagged || (kOneToken && C == 2));
@@ -229,7 +234,7 @@ __global__ void __launch_bounds__(few::kThreads, WarpSmem<T, C, kOneToken, kInt8
     few::init_bar(&bars[warp]);
     if constexpr (Smem::kBox) {  // a ragged team's last warp takes one chunk, less than the box
       if (kRagged && member == p.team - 1) few::copy_rows<T, C, Smem::kStride>(slot, &bars[warp], rows, slice, row);
-      else copy_box(slot, &bars[warp], &p.map[wi], static_cast<int>(slice.at / 4), row0, few::kTileRows * Smem::kStride);
+      else copy_box(slot, &bars[warp], &p.map[wi], static_cast<int>(slice.at / 4), row0, kTileRows * Smem::kStride);
     } else {
       few::copy_rows<T, C, Smem::kStride>(slot, &bars[warp], rows, slice, row);
     }

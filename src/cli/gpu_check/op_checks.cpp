@@ -717,10 +717,11 @@ void check_ops(Checker& c) {
     }
   }
   // Q6_K rows that are not 16-byte multiples on matmul_few, each of a tile's rows copied
-  // from its own 16-byte boundary: Gemma 3 12B's attn_v (3840: 3150 bytes, split in three
-  // at one token), its down projection (15360, split in five, two chunks a warp), Gemma 3
-  // 27B's rows (5376: 21 chunks, split in three of 7), and Gemma 3 4B's (2560: two chunks
-  // a warp, a team of 5, from one token to two n-tiles).
+  // from its own 16-byte boundary (at one token on DP4A, words read at each row's shift):
+  // Gemma 3 12B's attn_v (3840: 3150 bytes, split in three at one token), its down
+  // projection (15360, split in five, two chunks a warp), Gemma 3 27B's rows (5376: 21
+  // chunks, split in three of 7), and Gemma 3 4B's (2560: two chunks a warp, a team of
+  // 5, from one token to two n-tiles).
   const std::tuple<int64_t, int64_t, std::vector<int64_t>> unaligned_q6k[] = {
       {3840, 2048, {1}}, {15360, 3840, {1}}, {5376, 2100, {1}}, {2560, 2100, {1, 6, 8, 12, 16}}};
   for (const auto& [in, out, tokens] : unaligned_q6k) {
@@ -746,7 +747,7 @@ void check_ops(Checker& c) {
   // A NaN in each token's x shows in every output, whatever form x takes inside the
   // kernel: the one-token matvec (Q6_K's rows of 2048 take x as int8 terms with a scale
   // per block of 32), matmul_few at one token (2048 rows: x as f16, clamped to its
-  // range) and the tiles of a batch.
+  // range, or for Q4_K as int8 terms like the matvec's) and the tiles of a batch.
   const std::tuple<int64_t, int64_t> nan_shapes[] = {{67, 1}, {2048, 1}, {300, 64}};  // out, n
   for (DType t : kWeightTypes)
     for (auto [out, n] : nan_shapes) {
@@ -760,6 +761,16 @@ void check_ops(Checker& c) {
                    ", a NaN in x: finite outputs",
                c.finite_on_gpu(y), 0);
     }
+  // And on the one-token DP4A path of Q6_K rows that are not 16-byte multiples (3840).
+  {
+    auto w = c.weight(DType::Q6_K, {3840, 2048}, 0.03f);
+    auto xv = c.randn(3840);
+    xv[1000] = NAN;
+    auto x = c.f32({3840, 1}, xv);
+    auto y = c.out({2048, 1});
+    c.gpu().matmul(w.gpu, x.gpu, y.gpu);
+    c.report("matmul q6_k unaligned rows in=3840 out=2048 n=1, a NaN in x: finite outputs", c.finite_on_gpu(y), 0);
+  }
   // Several weights of such rows in one launch: Gemma 3 270M's q, k, v, and gpt-oss-20b's
   // (Q8_0 rows of 2880) with an F32 weight (its router) beside them; the flagship's GDN
   // input projection (at one token its F32 weights ride along matmul_few's launch), its
