@@ -40,7 +40,7 @@ __device__ __forceinline__ int piece_order(int r) {
 // A warp's staged token: per chunk and term (hi, lo) 256 bytes as two halves of 128, 32
 // bytes apart (with piece_order, the four addresses a quarter-warp reads fall on distinct
 // banks), then per run of 32 (e, Σ x) as a float2, then (kSeeds, Q6_K) per 16 elements
-// -32 Σ (254 hi + lo): its codes are c + 32.
+// -32 Σ (254 hi + lo): a Q6_K code stores its value + 32.
 template <int C, bool kSeeds = false>
 struct Int8Token {
   static constexpr int kHalf = 160, kTerm = 2 * kHalf, kMeta = 2 * C * kTerm, kSeedAt = kMeta + C * 8 * 8;
