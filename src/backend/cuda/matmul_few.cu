@@ -83,10 +83,11 @@ struct FewParams {
   int part;          // chunks a tile: team · C, one less for a ragged team (last: the fields above keep their offsets)
 };
 
-// The one-token int8 kernels' parameters: each weight's rows also as a 2-D tensor of
-// 4-byte words, so that one bulk tensor copy (lane 0's) stages a tile's 16 rows of a
-// warp's slice. Copied row by row, a lane a row, the copies are issued one at a time:
-// 160 of a Q4_K warp's 1045 instructions on an H200 (PERFORMANCE.md, session 66).
+// The one-token Q4_K (DP4A) kernels' parameters: each weight's rows also as a 2-D
+// tensor of 4-byte words, so that one bulk tensor copy (lane 0's) stages a tile's 16
+// rows of a warp's slice. Copied row by row, a lane a row, the copies are issued one at
+// a time: 160 of a Q4_K warp's 1045 instructions on an H200 (PERFORMANCE.md, session
+// 66). The same copy for the mma kernels' Q8_0 rows made the flagship 0.9% slower.
 struct FewMapParams : FewParams {
   CUtensorMap map[kMaxWeights];  // box: the slice's bytes x 16 rows (WarpSmem::kStride)
 };
@@ -251,9 +252,9 @@ __global__ void __launch_bounds__(few::kThreads, kMinBlocks<T, C, NT, kOneToken,
   if constexpr (kInt8) {  // the token's int8 terms in shared memory, after the rows' slots
     uint8_t* words = smem + blockDim.x / 32 * Smem::kSlot + warp * Smem::kToken;
     const auto x = few::stage_token_int8<C, T == DType::Q6_K>(words, p.x + k0, slice.count);
-    const int shift = Smem::kBox ? 0 : slice.shift(row(lane / 2));  // lane 2r + h's row r
+    const int row_shift = Smem::kBox ? 0 : slice.shift(row(lane / 2));  // lane 2r + h's row r
     few::wait_rows(&bars[warp]);
-    few::product_int8<T, C>(slot, x, acc, slice.count, shift);
+    few::product_int8<T, C>(slot, x, acc, slice.count, row_shift);
   } else if constexpr (kOneToken) {  // the token's fragments in shared memory, after the rows' slots
     auto* words = reinterpret_cast<uint4*>(smem + blockDim.x / 32 * Smem::kSlot + warp * Smem::kToken);
     const auto b = few::stage_token_f32<C>(words, p.x + k0, slice.count);
