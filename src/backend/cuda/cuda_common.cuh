@@ -203,6 +203,25 @@ __device__ __forceinline__ float lanes_abs_max(uint32_t m) {
   return __uint_as_float(m);
 }
 
+// v · inv (each within ±127) as two int8 terms, hi + lo / 254: hi rounded, lo the
+// remainder in 254ths (within 1/64516 of 127 / inv); returns Σ (254 hi + lo). The
+// matvec's Q6_K LM head and matmul_few's one-token K-quant slices (few_int8.cuh) take x so.
+__device__ __forceinline__ int int8_terms8(const float (&v)[8], float inv, int (&hi)[8], int (&lo)[8]) {
+  int sum = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float t = v[j] * inv, r = rintf(t);
+    hi[j] = static_cast<int>(r);
+    lo[j] = __float2int_rn((t - r) * 254.0f);  // t - r in [-0.5, 0.5], exactly
+    sum += 254 * hi[j] + lo[j];
+  }
+  return sum;
+}
+// The low bytes of q[0..3] as one word, q[0]'s lowest.
+__device__ __forceinline__ uint32_t pack_bytes4(const int* q) {
+  return __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040), 0x5410);
+}
+
 // x clamped to f16's range, a NaN kept (fminf / fmaxf would turn it into -65504):
 // max.NaN / min.NaN, one FMNMX each as before.
 __device__ __forceinline__ float clamp_to_f16_range(float x) {

@@ -77,26 +77,15 @@ __device__ __forceinline__ Int8Token<C, kSeeds> stage_token_int8(uint8_t* words,
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const float inv = amax > 0.0f ? __fdividef(127.0f, amax) : 0.0f;  // x then holds a NaN or infinity
     int hi[8], lo[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float t = v[j] * inv, r = rintf(t);
-      hi[j] = static_cast<int>(r);
-      lo[j] = __float2int_rn((t - r) * 254.0f);  // t - r in [-0.5, 0.5], exactly
-    }
-    const auto pack = [](const int* q) {
-      return __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040), 0x5410);
-    };
-    *reinterpret_cast<uint2*>(words + c * X::kTerm + at) = make_uint2(pack(hi), pack(hi + 4));
-    *reinterpret_cast<uint2*>(words + C * X::kTerm + c * X::kTerm + at) = make_uint2(pack(lo), pack(lo + 4));
+    const int terms = int8_terms8(v, inv, hi, lo);  // Σ (254 hi + lo): the Q6_K seeds'
+    *reinterpret_cast<uint2*>(words + c * X::kTerm + at) = make_uint2(pack_bytes4(hi), pack_bytes4(hi + 4));
+    *reinterpret_cast<uint2*>(words + (C + c) * X::kTerm + at) = make_uint2(pack_bytes4(lo), pack_bytes4(lo + 4));
     if (lane % 4 == 0) {
       const float e = amax * (1.0f / (127.0f * 254.0f));
       reinterpret_cast<float2*>(words + X::kMeta)[c * 8 + lane / 4] = make_float2(e, sum);
     }
     if constexpr (kSeeds) {  // lanes 2i and 2i + 1 hold a group of 16
-      int q = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) q += 254 * hi[j] + lo[j];
-      q += __shfl_xor_sync(0xffffffffu, q, 1);
+      const int q = terms + __shfl_xor_sync(0xffffffffu, terms, 1);
       if (lane % 2 == 0) reinterpret_cast<int*>(words + X::kSeedAt)[c * 16 + lane / 2] = -32 * q;
     }
   }

@@ -264,17 +264,9 @@ struct LaneActs<T, 1, Lanes::kQ6Int8> {
       for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j]));
       const float amax = lanes_abs_max<4>(m);
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      int h[8], o[8], sum = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float t = v[j] * inv, r = rintf(t);
-        h[j] = static_cast<int>(r);
-        o[j] = __float2int_rn((t - r) * 254.0f);  // t - r in [-0.5, 0.5], exactly
-        sum += 254 * h[j] + o[j];
-      }
-      const auto pack = [](const int* b) {
-        return static_cast<int>(__byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410));
-      };
+      int h[8], o[8];
+      const int sum = int8_terms8(v, inv, h, o);
+      const auto pack = [](const int* b) { return static_cast<int>(pack_bytes4(b)); };
       hi[i][0] = pack(h), hi[i][1] = pack(h + 4), lo[i][0] = pack(o), lo[i][1] = pack(o + 4);
       seed[i] = -32 * sum;
       xscale[i] = amax / (127.0f * 254.0f);
