@@ -747,30 +747,22 @@ void check_ops(Checker& c) {
   // A NaN in each token's x shows in every output, whatever form x takes inside the
   // kernel: the one-token matvec (Q6_K's rows of 2048 take x as int8 terms with a scale
   // per block of 32), matmul_few at one token (2048 rows: x as f16, clamped to its
-  // range, or for Q4_K as int8 terms like the matvec's) and the tiles of a batch.
-  const std::tuple<int64_t, int64_t> nan_shapes[] = {{67, 1}, {2048, 1}, {300, 64}};  // out, n
+  // range, or for Q4_K as int8 terms like the matvec's; rows of 3840 on ragged teams,
+  // Q6_K's on DP4A at each row's shift) and the tiles of a batch.
+  const std::tuple<int64_t, int64_t, int64_t> nan_shapes[] = {
+      {2048, 67, 1}, {2048, 2048, 1}, {2048, 300, 64}, {3840, 2048, 1}};  // in, out, n
   for (DType t : kWeightTypes)
-    for (auto [out, n] : nan_shapes) {
-      auto w = c.weight(t, {2048, out}, 0.03f);
-      auto xv = c.randn(2048 * n);
-      for (int64_t i = 0; i < n; ++i) xv[i * 2048 + 1000] = NAN;
-      auto x = c.f32({2048, n}, xv);
+    for (auto [in, out, n] : nan_shapes) {
+      auto w = c.weight(t, {in, out}, 0.03f);
+      auto xv = c.randn(in * n);
+      for (int64_t i = 0; i < n; ++i) xv[i * in + 1000] = NAN;
+      auto x = c.f32({in, n}, xv);
       auto y = c.out({out, n});
       c.gpu().matmul(w.gpu, x.gpu, y.gpu);
-      c.report("matmul " + tname(t) + " in=2048 out=" + std::to_string(out) + " n=" + std::to_string(n) +
-                   ", a NaN in x: finite outputs",
+      c.report("matmul " + tname(t) + " in=" + std::to_string(in) + " out=" + std::to_string(out) +
+                   " n=" + std::to_string(n) + ", a NaN in x: finite outputs",
                c.finite_on_gpu(y), 0);
     }
-  // And on the one-token DP4A path of Q6_K rows that are not 16-byte multiples (3840).
-  {
-    auto w = c.weight(DType::Q6_K, {3840, 2048}, 0.03f);
-    auto xv = c.randn(3840);
-    xv[1000] = NAN;
-    auto x = c.f32({3840, 1}, xv);
-    auto y = c.out({2048, 1});
-    c.gpu().matmul(w.gpu, x.gpu, y.gpu);
-    c.report("matmul q6_k unaligned rows in=3840 out=2048 n=1, a NaN in x: finite outputs", c.finite_on_gpu(y), 0);
-  }
   // Several weights of such rows in one launch: Gemma 3 270M's q, k, v, and gpt-oss-20b's
   // (Q8_0 rows of 2880) with an F32 weight (its router) beside them; the flagship's GDN
   // input projection (at one token its F32 weights ride along matmul_few's launch), its
