@@ -39,7 +39,7 @@ __device__ __forceinline__ int piece_order(int r) {
 
 // A warp's staged token: per chunk and term (hi, lo) 256 bytes as two halves of 128, 32
 // bytes apart (with piece_order, the four addresses a quarter-warp reads fall on distinct
-// banks), then per run of 32 (e, Σ x) as a float2, then (kSeeds, Q6_K) per 16 elements
+// banks), then per run of 32 (e, Σ x; Q6_K: Σ x left 0) as a float2, then (kSeeds, Q6_K) per 16 elements
 // -32 Σ (254 hi + lo): a Q6_K code stores its value + 32.
 template <int C, bool kSeeds = false>
 struct Int8Token {
@@ -69,12 +69,14 @@ __device__ __forceinline__ Int8Token<C, kSeeds> stage_token_int8(uint8_t* words,
     const float4 a = __ldg(src), b = __ldg(src + 1);
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     uint32_t m = 0;
-    float sum = 0;
+    float sum = 0;  // Σ x of the run, for Q4_K's minimums (Q6_K has none)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j])), sum += v[j];
+    for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j])), sum += kSeeds ? 0.0f : v[j];
     const float amax = lanes_abs_max<4>(m);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if constexpr (!kSeeds) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    }
     const float inv = amax > 0.0f ? __fdividef(127.0f, amax) : 0.0f;  // x then holds a NaN or infinity
     int hi[8], lo[8];
     const int terms = int8_terms8(v, inv, hi, lo);  // Σ (254 hi + lo): the Q6_K seeds'
