@@ -31,9 +31,10 @@
 // team, two chunks a warp but one in its last (few::shape_for): Gemma 3 12B's rows of
 // 3840 are then one tile of 8 warps, not three tiles of 5 and a split sum (182 -> 218
 // tokens/s), and 27B's of 5376 three tiles of 4 warps, not of 7 with half the bytes in
-// flight (98.8 -> 111 tokens/s; session 65). One-token Q4_K slices, and Q6_K ones of rows
-// that are not 16-byte multiples, are taken on DP4A against x as int8 terms (few_int8.cuh;
-// Gemma 3 27B 113 -> 129 tokens/s, Llama-3.1-8B 373 -> 415, session 66).
+// flight (98.8 -> 111 tokens/s; session 65). One-token Q4_K and Q5_K slices, and Q6_K ones
+// of rows that are not 16-byte multiples, are taken on DP4A against x as int8 terms
+// (few_int8.cuh; Gemma 3 27B 113 -> 129 tokens/s, Llama-3.1-8B 373 -> 415, session 66;
+// Llama-3.1-8B in Q5_K 362 -> 434, session 67).
 #include <cuda.h>  // CUtensorMap; the driver's encoder is reached through the runtime
 #include <cudaTypedefs.h>
 
@@ -143,12 +144,12 @@ __device__ __forceinline__ void f32_rows(const FewParams& p) {
 }
 
 // A warp's shared memory: its rows' slot, then (one token) the token it stages. kInt8:
-// a one-token Q4_K or Q6_K slice taken on DP4A (few_int8.cuh), in its own row stride;
-// Q4_K's tiles arrive by one bulk tensor copy each (kBox).
+// a one-token Q4_K, Q5_K or Q6_K slice taken on DP4A (few_int8.cuh), in its own row stride;
+// Q4_K's and Q5_K's tiles arrive by one bulk tensor copy each (kBox).
 template <DType T, int C, bool kOneToken, bool kInt8 = false>
 struct WarpSmem {
   static_assert(!kInt8 || (kOneToken && few::kInt8Lanes<T>));
-  static constexpr bool kBox = kInt8 && T == DType::Q4_K;
+  static constexpr bool kBox = kInt8 && T != DType::Q6_K;
   static constexpr int kStride = kInt8 ? few::int8_stride<T>(C) : few::row_stride<T>(C);
   static constexpr int kSlot = few::kTileRows * kStride;
   using Token = few::Int8Token<C, T == DType::Q6_K>;
@@ -335,7 +336,7 @@ void launch_few(const FewParams& p, cudaStream_t s) {
   }
 }
 
-// One token: Q4_K on DP4A; Q6_K on DP4A where the launch's rows are not 16-byte
+// One token: Q4_K and Q5_K on DP4A; Q6_K on DP4A where the launch's rows are not 16-byte
 // multiples (Gemma 3's), since each lane reads its row's words at the row's own shift
 // and rows of one shift put those loads four lanes to a bank: on an H200 Llama-3.1-8B's
 // (16-byte) Q6_K rows made its step 3.3% slower on DP4A, while Gemma 3 27B gained 1.9%
@@ -347,7 +348,7 @@ void launch_one_token(const FewParams& p, const few::Shape& shape, cudaStream_t 
     if (shape.chunks_per_warp == 1) return launch_few<T, 1, 1, true, false, kInt8>(p, s);
     launch_few<T, 2, 1, true, false, kInt8>(p, s);
   };
-  if constexpr (T == DType::Q4_K) {
+  if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     launch.template operator()<true>();
   } else if constexpr (T == DType::Q6_K) {
     const bool shifted = p.w[0].row_bytes % 16 != 0;  // every weight of a launch has rows of p.in elements

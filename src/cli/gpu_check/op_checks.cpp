@@ -747,8 +747,8 @@ void check_ops(Checker& c) {
   // A NaN in each token's x shows in every output, whatever form x takes inside the
   // kernel: the one-token matvec (Q6_K's rows of 2048 take x as int8 terms with a scale
   // per block of 32), matmul_few at one token (2048 rows: x as f16, clamped to its
-  // range, or for Q4_K as int8 terms like the matvec's; rows of 3840 on ragged teams,
-  // Q6_K's on DP4A at each row's shift) and the tiles of a batch.
+  // range, or for Q4_K and Q5_K as int8 terms like the matvec's; rows of 3840 on ragged
+  // teams, Q6_K's on DP4A at each row's shift) and the tiles of a batch.
   const std::tuple<int64_t, int64_t, int64_t> nan_shapes[] = {
       {2048, 67, 1}, {2048, 2048, 1}, {2048, 300, 64}, {3840, 2048, 1}};  // in, out, n
   for (DType t : kWeightTypes)
