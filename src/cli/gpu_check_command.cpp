@@ -3,7 +3,7 @@
 // random data for every weight type and for 1 to 70 tokens, with the GPU
 // outputs poisoned (NaN) before the kernels run; then whole tiny models of every architecture
 // (prefill, decode, 2048 decoded tokens, graph replay vs eager, repeat runs bitwise
-// equal). Prints one line per check and exits non-zero if any fails.
+// equal), and a wider two-layer llama whose one-token projections take matmul_few. Prints one line per check and exits non-zero if any fails.
 #ifdef ZINC_WITH_CUDA
 
 #include <cstdio>
@@ -43,6 +43,7 @@ void add_gpu_check_command(CLI::App& app) {
     if (!args->ops_only)
       for (auto [arch, preset] : {std::pair{"qwen35moe", "tiny"}, std::pair{"qwen35moe", "tiny2"},
                                   std::pair{"llama", "tiny"}, std::pair{"llama", "tiny-llama3"},
+                                  std::pair{"llama", "wide"},
                                   std::pair{"qwen3", "tiny"}, std::pair{"qwen3moe", "tiny"},
                                   std::pair{"gemma3", "tiny"}, std::pair{"gpt-oss", "tiny"}})
         if (args->arch.empty() || args->arch == arch) gpu_check::check_model(c, arch, preset, args->dir);

@@ -87,7 +87,7 @@ void add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("synth", "Write a random-weight GGUF with an architecture's exact layout");
   cmd->add_option("--arch", args->opt.arch, "Architecture")->capture_default_str();
   cmd->add_option("--preset", args->opt.preset,
-                  "Size preset (qwen35moe: tiny, tiny2, 35b-a3b; llama: tiny, tiny-llama3, smollm2-135m, 8b; "
+                  "Size preset (qwen35moe: tiny, tiny2, 35b-a3b; llama: tiny, tiny-llama3, smollm2-135m, 8b, wide; "
                   "qwen3: tiny, 8b; qwen3moe: tiny, 30b-a3b; gemma3: tiny, 270m, 4b, 12b, 27b; gpt-oss: tiny, 20b)")
       ->capture_default_str();
   cmd->add_option("--layers", args->layers, "Override the layer count");

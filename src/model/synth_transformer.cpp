@@ -6,6 +6,12 @@
 //                       a decode benchmark of README's chat model beside llama.cpp
 //   llama tiny-llama3   Llama-3-like: wide GQA, rope_freqs.weight, untied output
 //   llama 8b            Llama-3.1-8B's shapes, random weights, Q4_K_M's types (below)
+//   llama wide          two layers wide enough that decoding one token takes the CUDA
+//                       backend's one-token matmul_few forms (groups of 2048 rows or more)
+//                       in Q4_K, Q5_K, Q6_K and Q8_0: rows of 10 chunks (two a warp), of
+//                       9 (a ragged team), of 21 (three splits, ragged), Q6_K rows that are
+//                       not 16-byte multiples; for gpu-check's whole-model checks, whose
+//                       tiny models never reach them
 //   qwen3 tiny          Qwen3-0.6B-like: head_dim 128 != embd / heads, tied embeddings
 //   qwen3 8b            Qwen3-8B's shapes, random weights, Q4_K_M's types (below)
 //   qwen3moe tiny       Qwen3-30B-A3B-like: 8 experts, 2 used, no shared expert
@@ -156,7 +162,13 @@ ModelSpec llama_spec(const Options& opt) {
     return transformer_spec("llama", opt.preset,
                             {32, 4096, 128256, 131072, 32, 8, 128, 14336, 0, 0, 500000.0f, 1e-5f, false, true},
                             kQ4KM, opt, true);
-  unknown_preset("llama", opt.preset, "tiny, tiny-llama3, smollm2-135m, 8b");
+  if (opt.preset == "wide")  // layer 1 takes the more_bits types (more_bits_layer)
+    return transformer_spec("llama", opt.preset,
+                            {2, 2560, 2048, 4096, 9, 3, 256, 5376, 0, 0, 500000.0f, 1e-5f, false, false},
+                            {DType::Q4_K, DType::Q6_K, DType::Q4_K, DType::Q5_K, DType::Q8_0, DType::Q4_K,
+                             DType::Q5_K, DType::Q6_K},
+                            opt);
+  unknown_preset("llama", opt.preset, "tiny, tiny-llama3, smollm2-135m, 8b, wide");
 }
 
 ModelSpec qwen3_spec(const Options& opt) {
