@@ -3,7 +3,8 @@
 // random data for every weight type and for 1 to 70 tokens, with the GPU
 // outputs poisoned (NaN) before the kernels run; then whole tiny models of every architecture
 // (prefill, decode, 2048 decoded tokens, graph replay vs eager, repeat runs bitwise
-// equal), and a wider two-layer llama whose one-token projections take matmul_few. Prints one line per check and exits non-zero if any fails.
+// equal), and a wider two-layer llama whose one-token projections take matmul_few.
+// Prints one line per check and exits non-zero if any fails.
 #ifdef ZINC_WITH_CUDA
 
 #include <cstdio>
