@@ -97,12 +97,19 @@ __device__ __forceinline__ Int8Token<C, kSeeds> stage_token_int8(uint8_t* words,
   return {words};
 }
 
+// A run's 32 bytes at p (two 16-byte pieces) as eight words, piece `first` first
+// (piece_order): the order in which code words and x's terms meet.
+__device__ __forceinline__ void run_words(const uint4* p, int first, uint32_t (&w)[8]) {
+  const uint4 a = p[first], b = p[first ^ 1];
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
 // Σ over the 32 codes c (bytes of the eight words: pieces `first` and first ^ 1 of the
 // run, 16 codes each) of c · (254 hi + lo).
 __device__ __forceinline__ int run_dot_int8(const uint32_t (&code)[8], const uint4* hi, const uint4* lo, int first) {
-  const uint4 h0 = hi[first], h1 = hi[first ^ 1], l0 = lo[first], l1 = lo[first ^ 1];
-  const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-  const uint32_t lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+  uint32_t hw[8], lw[8];
+  run_words(hi, first, hw);
+  run_words(lo, first, lw);
   int H = 0, L = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -143,7 +150,7 @@ __device__ __forceinline__ void product_int8(const uint8_t* slot, const Int8Toke
     const uint32_t sc = h == 0 ? head.y & 0x3F3F3F3Fu : (head.w & 0x0F0F0F0Fu) | ((head.y >> 2) & 0x30303030u);
     const uint32_t mn = h == 0 ? head.z & 0x3F3F3F3Fu : ((head.w >> 4) & 0x0F0F0F0Fu) | ((head.z >> 2) & 0x30303030u);
     float scaled = 0, mins = 0;
-    uint32_t qh[8] = {};
+    uint32_t qh[8] = {};  // Q5_K's fifth bits, in run_words' order (written out: its call reorders the Q5_K code)
     if constexpr (T == DType::Q5_K) {
       const auto* at = reinterpret_cast<const uint4*>(b + 16);
       const uint4 h0 = at[first], h1 = at[first ^ 1];
@@ -153,9 +160,8 @@ __device__ __forceinline__ void product_int8(const uint8_t* slot, const Int8Toke
     }
 #pragma unroll
     for (int g = 0; g < 2; ++g) {  // qs group 2h + g: runs 4h + 2g (low nibbles) and 4h + 2g + 1 (high)
-      const auto* q = reinterpret_cast<const uint4*>(b + kQs + 32 * (2 * h + g));
-      const uint4 q0 = q[first], q1 = q[first ^ 1];
-      const uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+      uint32_t w[8];
+      run_words(reinterpret_cast<const uint4*>(b + kQs + 32 * (2 * h + g)), first, w);
 #pragma unroll
       for (int nib = 0; nib < 2; ++nib) {
         const int k = 2 * g + nib;  // the run in the lane's half
