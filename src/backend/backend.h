@@ -217,17 +217,24 @@ class Backend {
   virtual void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
                            const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
                            const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) = 0;
-  // The attention input stage of one sequence. With gate: qp {2D, Hq, n} holds each
+  // The attention input stage of one sequence. First the projections' biases where
+  // given (bias: qp += bias.q over qp's rows, k += bias.k, v += bias.v, each broadcast
+  // over the tokens). With gate: qp {2D, Hq, n} holds each
   // head's query then its gate; q = slice_cols(qp, 0, D), gate = slice_cols(qp, D, D),
   // both {D, Hq, n}. Without (gate null): qp {D, Hq, n} is the query (q may alias it).
   // Then q = rms_norm(q, q_norm, eps) and k' = rms_norm(k, k_norm, eps) (each skipped
   // when its weight is null), rope(q, pos, rope), rope(k', pos, rope), and
   // kv_store(k', v, k_cache, v_cache, pos). k and v {D, Hkv, n} are only read. The
   // caches as attention's: one sequence's, or one sequence per token.
-  virtual void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
-                                 const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope,
-                                 const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
-                                 std::span<const Tensor> v_caches) = 0;
+  struct QkvBias {
+    const Tensor* q = nullptr;  // {qp.ne[0] * Hq} or null
+    const Tensor* k = nullptr;  // {D * Hkv} or null
+    const Tensor* v = nullptr;  // {D * Hkv} or null
+  };
+  virtual void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const QkvBias& bias,
+                                 const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& pos,
+                                 const RopeParams& rope, const Tensor& q, const Tensor* gate,
+                                 std::span<const Tensor> k_caches, std::span<const Tensor> v_caches) = 0;
   // y = attention(q, k_caches, v_caches, pos, scale, window), then y = mul_sigmoid(y,
   // gate) with gate {D, Hq, n}: the output gate of gated attention.
   virtual void attention_gated(const Tensor& q, std::span<const Tensor> k_caches, std::span<const Tensor> v_caches,

@@ -142,9 +142,9 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
                  const Tensor& x) {
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
-  for (const auto& [bias, y] :
-       {std::pair{&w.q_bias, &proj[0]}, std::pair{&w.k_bias, &proj[1]}, std::pair{&w.v_bias, &proj[2]}})
-    if (!bias->empty()) be.add(*y, *bias, *y);
+  // The projections' biases (gpt-oss) are added by attention_prepare.
+  const auto bias_of = [](const Tensor& b) { return b.empty() ? nullptr : &b; };
+  const Backend::QkvBias bias{bias_of(w.q_bias), bias_of(w.k_bias), bias_of(w.v_bias)};
   // With an output gate the projection holds each head's query then its gate.
   const Tensor qp = proj[0].reshape({opt.output_gate ? 2 * D : D, Hq, n});
   const Tensor q = opt.output_gate ? be.scratch(DType::F32, {D, Hq, n}) : qp;
@@ -159,7 +159,7 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
   // sequences (one token each), else a call per sequence.
   const auto run = [&](const Tensor& qp_s, const Tensor& k_s, const Tensor& v_s, const Tensor& ps, const Tensor& qs,
                        const Tensor& gs, const Tensor& os, std::span<const Tensor> kc, std::span<const Tensor> vc) {
-    be.attention_prepare(qp_s, k_s, v_s, q_norm, k_norm, opt.norm_eps, ps, opt.rope, qs,
+    be.attention_prepare(qp_s, k_s, v_s, bias, q_norm, k_norm, opt.norm_eps, ps, opt.rope, qs,
                          opt.output_gate ? &gs : nullptr, kc, vc);
     if (opt.output_gate) be.attention_gated(qs, kc, vc, ps, scale, opt.window, gs, os);
     else be.attention(qs, kc, vc, ps, scale, opt.window, sinks, os);

@@ -463,12 +463,26 @@ class CpuBackend final : public Backend {
     gdn_gates(a, b, dt_bias, a_neg, g, beta);
   }
 
-  void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
-                         const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rope_params,
-                         const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
-                         std::span<const Tensor> v_caches) override {
+  void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const QkvBias& bias,
+                         const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& pos,
+                         const RopeParams& rope_params, const Tensor& q, const Tensor* gate,
+                         std::span<const Tensor> k_caches, std::span<const Tensor> v_caches) override {
     check(one_or_per_token(k_caches, v_caches, q.ne[2]), "attention_prepare",
           "one sequence's caches, or one per token");
+    if (bias.q || bias.k || bias.v) {  // the biased projections in buffers of their own: the inputs are only read
+      std::vector<float> qb, kb, vb;
+      const auto biased = [&](const Tensor& x, const Tensor* b, std::vector<float>& buf) {
+        if (!b) return x;
+        const int64_t row = x.ne[0] * x.ne[1], n = x.ne[2];
+        check(b->n_elements() == row && b->type == DType::F32, "attention_prepare", "bias shape/type");
+        buf.resize(static_cast<size_t>(row * n));
+        const Tensor y = Tensor::make(DType::F32, {x.ne[0], x.ne[1], n}, buf.data());
+        add(x.reshape({row, n}), *b, y.reshape({row, n}));
+        return y;
+      };
+      return attention_prepare(biased(qp, bias.q, qb), biased(k, bias.k, kb), biased(v, bias.v, vb), {}, q_norm,
+                               k_norm, eps, pos, rope_params, q, gate, k_caches, v_caches);
+    }
     if (k_caches.size() == 1)
       return attention_prepare_one(qp, k, v, q_norm, k_norm, eps, pos, rope_params, q, gate, k_caches[0],
                                    v_caches[0]);

@@ -7,7 +7,8 @@
 // mostly waited on their barriers (87 us a layer, PERFORMANCE.md session 30). Each
 // warp holds its head's row in shared memory: rope pairs dims across lanes.
 // Only the loads of the head's row and of the gate or v wait for the previous kernel:
-// the position, the rope's angles and the norm's weights come before the wait.
+// the position, the rope's angles, the norm's weights and the projections' biases
+// (gpt-oss: three adds a layer fewer) come before the wait.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -34,6 +35,9 @@ struct PrepareParams {
   float eps, theta, freq_scale;
   int D, Hq, Hkv, n_ctx, n_rot, n_tokens;
   bool neox;
+  const float* q_bias;  // {2D or D, Hq} (qp's rows) or null; last, so that the others keep their places
+  const float* k_bias;  // {D, Hkv} or null
+  const float* v_bias;  // {D, Hkv} or null
 };
 // One token for each of several sequences: token t's caches.
 struct PrepareSeqsParams : PrepareParams {
@@ -45,14 +49,16 @@ __device__ __forceinline__ __half* v_cache_of(const PrepareParams& p, int) { ret
 __device__ __forceinline__ __half* k_cache_of(const PrepareSeqsParams& p, int t) { return p.kcs[t]; }
 __device__ __forceinline__ __half* v_cache_of(const PrepareSeqsParams& p, int t) { return p.vcs[t]; }
 
-// P dims a lane: head sizes up to 32 P.
-template <class Params, int P>
+// P dims a lane: head sizes up to 32 P. kBias: some projection has a bias (an instance of
+// its own: with the bias code the flagship's step ran 2.1% slower on an H200, session 67).
+template <class Params, int P, bool kBias>
 __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __grid_constant__ Params p) {
   __shared__ float rows[kWarps][32 * P];
   __shared__ float inv_freq[kMaxHeadDim / 2];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, D = p.D, H = p.Hq + p.Hkv, half = p.n_rot / 2;
   // ---- before the wait: what no kernel of the step writes. The rope's frequencies, the
-  // positions (copied in before the step's first kernel), the angles and the norm's weights.
+  // positions (copied in before the step's first kernel), the angles, the norm's weights
+  // and the biases.
   for (int j = threadIdx.x; j < half; j += blockDim.x)
     inv_freq[j] = rope_inv_freq(p.theta, p.freq_scale, p.freq_factors, j, p.n_rot);
   __syncthreads();
@@ -63,14 +69,20 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __
   const int64_t head = is_q ? static_cast<int64_t>(t) * p.Hq + h : static_cast<int64_t>(t) * p.Hkv + (h - p.Hq);
   const float* src = is_q ? p.qp + head * (p.gate ? 2 * D : D) : p.k + head * D;
   const float* w = is_q ? p.q_norm : p.k_norm;
+  // The biases of the head's row and of what goes out beside it (the gate, or v).
+  const int64_t bias_row = is_q ? static_cast<int64_t>(h) * (p.gate ? 2 * D : D) : static_cast<int64_t>(h - p.Hq) * D;
+  const float* bias = is_q ? p.q_bias : p.k_bias;
+  const float* bias_beside = is_q ? (p.gate && p.q_bias ? p.q_bias + D : nullptr) : p.v_bias;
   float* row = rows[warp];
 
   const int position = p.pos[t];
-  float wv[P], cs[P], sn[P];
+  float wv[P], cs[P], sn[P], b[P], b_beside[P];
 #pragma unroll
   for (int u = 0; u < P; ++u) {
     const int d = lane + 32 * u;
     wv[u] = w && d < D ? w[d] : 1.0f;
+    b[u] = kBias && bias && d < D ? bias[bias_row + d] : 0.0f;
+    b_beside[u] = kBias && bias_beside && d < D ? bias_beside[bias_row + d] : 0.0f;
     cs[u] = 1.0f, sn[u] = 0.0f;
     if (d < p.n_rot) sincosf(static_cast<float>(position) * inv_freq[p.neox ? d % half : d / 2], &sn[u], &cs[u]);
   }
@@ -84,8 +96,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prepare_kernel(const __
 #pragma unroll
   for (int u = 0; u < P; ++u) {
     const int d = lane + 32 * u;
-    x[u] = d < D ? src[d] : 0.0f;
-    other[u] = beside && d < D ? beside[d] : 0.0f;
+    x[u] = d < D ? (kBias ? src[d] + b[u] : src[d]) : 0.0f;
+    other[u] = beside && d < D ? (kBias ? beside[d] + b_beside[u] : beside[d]) : 0.0f;
   }
   float ss = 0;
 #pragma unroll
@@ -124,7 +136,10 @@ template <int P, class Params>
 void launch_prepare(const Params& p, cudaStream_t st) {
   const unsigned blocks =
       static_cast<unsigned>((static_cast<int64_t>(p.n_tokens) * (p.Hq + p.Hkv) + kWarps - 1) / kWarps);
-  launch_pdl(attention_prepare_kernel<Params, P>, dim3(blocks), dim3(32 * kWarps), st, p);
+  if (p.q_bias || p.k_bias || p.v_bias)
+    launch_pdl(attention_prepare_kernel<Params, P, true>, dim3(blocks), dim3(32 * kWarps), st, p);
+  else
+    launch_pdl(attention_prepare_kernel<Params, P, false>, dim3(blocks), dim3(32 * kWarps), st, p);
 }
 template <class Params>
 void launch_prepare(const Params& p, cudaStream_t st) {
@@ -135,14 +150,16 @@ void launch_prepare(const Params& p, cudaStream_t st) {
 
 }  // namespace
 
-void attention_prepare(const AttentionShape& s, const float* qp, const float* k, const float* v, const float* q_norm,
-                       const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope, float* q, float* gate,
-                       uint16_t* const* k_caches, uint16_t* const* v_caches, int n_seqs, cudaStream_t st) {
+void attention_prepare(const AttentionShape& s, const float* qp, const float* k, const float* v, const QkvBias& bias,
+                       const float* q_norm, const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope,
+                       float* q, float* gate, uint16_t* const* k_caches, uint16_t* const* v_caches, int n_seqs,
+                       cudaStream_t st) {
   if (s.head_dim > kMaxHeadDim) throw std::invalid_argument("cuda attention_prepare: head_dim above 512");
   if (n_seqs < 1 || n_seqs > kAttentionMaxSeqs || (n_seqs > 1 && n_seqs != s.n_tokens))
     throw std::invalid_argument("cuda attention_prepare: one sequence, or one token for each of at most 16");
   PrepareSeqsParams p{};
   p.qp = qp, p.k = k, p.v = v, p.q_norm = q_norm, p.k_norm = k_norm, p.pos = pos, p.freq_factors = rope.freq_factors;
+  p.q_bias = bias.q, p.k_bias = bias.k, p.v_bias = bias.v;
   p.q = q, p.gate = gate, p.eps = eps, p.theta = rope.theta, p.freq_scale = rope.freq_scale;
   p.D = static_cast<int>(s.head_dim), p.Hq = static_cast<int>(s.n_head), p.Hkv = static_cast<int>(s.n_head_kv);
   p.n_ctx = static_cast<int>(s.n_ctx), p.n_rot = rope.n_rot, p.neox = rope.neox;

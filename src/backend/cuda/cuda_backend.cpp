@@ -571,9 +571,9 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const Tensor* q_norm,
-                         const Tensor* k_norm, float eps, const Tensor& pos, const RopeParams& rp, const Tensor& q,
-                         const Tensor* gate, std::span<const Tensor> k_caches,
+  void attention_prepare(const Tensor& qp, const Tensor& k, const Tensor& v, const QkvBias& bias,
+                         const Tensor* q_norm, const Tensor* k_norm, float eps, const Tensor& pos,
+                         const RopeParams& rp, const Tensor& q, const Tensor* gate, std::span<const Tensor> k_caches,
                          std::span<const Tensor> v_caches) override {
     const int n_seqs = check_caches(k_caches, v_caches, q.ne[2], "attention_prepare");
     const cuda::AttentionShape sh{q.ne[0], q.ne[1], k.ne[1], q.ne[2], k_caches[0].ne[2]};
@@ -584,6 +584,13 @@ class CudaBackend final : public Backend {
           "attention_prepare", "q/gate/k/v shape");
     for (const Tensor* w : {q_norm, k_norm})
       check(!w || (w->ne[0] == sh.head_dim && w->type == DType::F32), "attention_prepare", "norm weight shape/type");
+    check(!bias.q || (bias.q->n_elements() == qp.ne[0] * qp.ne[1] && bias.q->type == DType::F32), "attention_prepare",
+          "q bias shape/type");
+    for (const Tensor* b : {bias.k, bias.v})
+      check(!b || (b->n_elements() == k.ne[0] * k.ne[1] && b->type == DType::F32), "attention_prepare",
+            "k/v bias shape/type");
+    const auto data_of = [](const Tensor* t) { return t ? t->as<const float>() : nullptr; };
+    const cuda::QkvBias biases{data_of(bias.q), data_of(bias.k), data_of(bias.v)};
     check(rp.n_rot % 2 == 0 && rp.n_rot <= sh.head_dim && (!rp.freq_factors || rp.freq_factors->ne[0] == rp.n_rot / 2),
           "attention_prepare", "rope shape");
     // Pointers resolved now: the Tensor* arguments may not outlive a deferred launch.
@@ -599,14 +606,15 @@ class CudaBackend final : public Backend {
       cuda::AttentionShape sh_i = sh;
       if (n_seqs > 1) sh_i.n_tokens = m;
       Key key(OpId::AttentionPrepare);
-      key << qp_i << k_i << v_i << q_norm << k_norm << eps << pos_i << int64_t{rp.n_rot} << rp.theta
+      key << qp_i << k_i << v_i << bias.q << bias.k << bias.v << q_norm << k_norm << eps << pos_i << int64_t{rp.n_rot}
+          << rp.theta
           << int64_t{rp.neox} << rp.freq_scale << rp.freq_factors << q_i << (gate ? &gate_i : nullptr);
       const std::vector<uint16_t*> kcs = pointers<uint16_t>(k_caches, first, m, key);
       const std::vector<uint16_t*> vcs = pointers<uint16_t>(v_caches, first, m, key);
       submit(key, [=](cudaStream_t s) {
-        cuda::attention_prepare(sh_i, qp_i.as<const float>(), k_i.as<const float>(), v_i.as<const float>(), qn, kn,
-                                eps, pos_i.as<const int32_t>(), args, q_i.as<float>(), g, kcs.data(), vcs.data(),
-                                static_cast<int>(kcs.size()), s);
+        cuda::attention_prepare(sh_i, qp_i.as<const float>(), k_i.as<const float>(), v_i.as<const float>(), biases,
+                                qn, kn, eps, pos_i.as<const int32_t>(), args, q_i.as<float>(), g, kcs.data(),
+                                vcs.data(), static_cast<int>(kcs.size()), s);
       });
     });
   }

@@ -153,15 +153,20 @@ void kv_store(const float* k, const float* v, uint16_t* k_cache, uint16_t* v_cac
 struct AttentionShape {
   int64_t head_dim, n_head, n_head_kv, n_tokens, n_ctx;
 };
-// Backend::attention_prepare: qp {2D, Hq, n} with gate, else {D, Hq, n}; norms may be
-// null; head_dim up to 512.
+// Backend::attention_prepare: qp {2D, Hq, n} with gate, else {D, Hq, n}; biases and
+// norms may be null; head_dim up to 512.
 // The caches: one sequence's (n_seqs 1) or token t's sequence's (n_seqs = n tokens,
 // at most kAttentionMaxSeqs), here and in attention().
 inline constexpr int kAttentionMaxSeqs = 16;
+struct QkvBias {
+  const float* q;  // {qp's rows} or null
+  const float* k;  // {D * Hkv} or null
+  const float* v;  // {D * Hkv} or null
+};
 void attention_prepare(const AttentionShape& shape, const float* qp, const float* k, const float* v,
-                       const float* q_norm, const float* k_norm, float eps, const int32_t* pos, const RopeArgs& rope,
-                       float* q, float* gate, uint16_t* const* k_caches, uint16_t* const* v_caches, int n_seqs,
-                       cudaStream_t s);
+                       const QkvBias& bias, const float* q_norm, const float* k_norm, float eps, const int32_t* pos,
+                       const RopeArgs& rope, float* q, float* gate, uint16_t* const* k_caches,
+                       uint16_t* const* v_caches, int n_seqs, cudaStream_t s);
 // The split-KV form (decode, any token count): head_dim 32, 64, 128 or 256.
 // Needs attention_partials_floats() floats of `partials`; gate {D, Hq, n} or null
 // (y *= sigmoid(gate)); window > 0: each query sees only its last `window` positions;

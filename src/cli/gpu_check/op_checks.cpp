@@ -78,7 +78,8 @@ void check_fused_ops(Checker& c) {
     c.report("gdn_prepare conv state" + sn, c.rel_err(cs), kTol);
 
     // attention_prepare: the flagship's gated attention (norms, partial NEOX rope) and
-    // an ungated one (no norms, interleaved rope with freq factors, q in place).
+    // an ungated one (no norms, interleaved rope with freq factors, q in place), both
+    // with q / k / v biases (gpt-oss's; q's over the gate too). The check below takes none.
     for (bool flagship : {true, false}) {
       const int64_t D = flagship ? 256 : 64, Hq = flagship ? 16 : 6, Hkv = 2, n_ctx = n + 9;
       const int n_rot = flagship ? 64 : 48;
@@ -90,16 +91,21 @@ void check_fused_ops(Checker& c) {
       auto qw = c.f32({D}, c.randn(D, 0.1f, 1.0f)), kw = c.f32({D}, c.randn(D, 0.1f, 1.0f));
       auto ff = c.f32({n_rot / 2}, c.randn(n_rot / 2, 0.2f, 1.0f));
       auto kc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx)), vc = c.f16({D, Hkv, n_ctx}, c.randn(D * Hkv * n_ctx));
+      const int64_t qp_rows = (flagship ? 2 : 1) * D * Hq;
+      auto qb = c.f32({qp_rows}, c.randn(qp_rows)), kb = c.f32({D * Hkv}, c.randn(D * Hkv)),
+           vb = c.f32({D * Hkv}, c.randn(D * Hkv));
+      const Backend::QkvBias cb{&qb.cpu, &kb.cpu, &vb.cpu}, gb{&qb.gpu, &kb.gpu, &vb.gpu};
       auto q = flagship ? c.out({D, Hq, n}) : qp, gate = c.out({D, Hq, n});
       const RopeParams cr{n_rot, 1e7f, flagship, 1.0f, flagship ? nullptr : &ff.cpu};
       const RopeParams gr{n_rot, 1e7f, flagship, 1.0f, flagship ? nullptr : &ff.gpu};
-      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, flagship ? &qw.cpu : nullptr, flagship ? &kw.cpu : nullptr,
+      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, cb, flagship ? &qw.cpu : nullptr, flagship ? &kw.cpu : nullptr,
                                 1e-6f, pos.cpu, cr, q.cpu, flagship ? &gate.cpu : nullptr, std::span(&kc.cpu, 1),
                                 std::span(&vc.cpu, 1));
-      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, flagship ? &qw.gpu : nullptr, flagship ? &kw.gpu : nullptr,
+      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, gb, flagship ? &qw.gpu : nullptr, flagship ? &kw.gpu : nullptr,
                                 1e-6f, pos.gpu, gr, q.gpu, flagship ? &gate.gpu : nullptr, std::span(&kc.gpu, 1),
                                 std::span(&vc.gpu, 1));
-      const std::string what = std::string("attention_prepare ") + (flagship ? "gated D=256" : "D=64") + sn;
+      const std::string what =
+          std::string("attention_prepare ") + (flagship ? "gated D=256" : "D=64") + ", biases" + sn;
       c.report(what + " q", c.rel_err(q), kTol);
       if (flagship) c.report(what + " gate", c.mismatches_bytes(gate), 0);
       // One f16 rounding step where the two backends' k differ in the last f32 bits.
@@ -561,9 +567,9 @@ void check_attention_prefill(Checker& c) {
       auto q = c.out({D, Hq, n}), gate = c.out({D, Hq, n}), y = c.out({D, Hq, n});
       const RopeParams rope{64, 1e7f, true, 1.0f, nullptr};
       const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, &qw.cpu, &kw.cpu, 1e-6f, pos.cpu, rope, q.cpu,
+      c.cpu().attention_prepare(qp.cpu, k.cpu, v.cpu, {}, &qw.cpu, &kw.cpu, 1e-6f, pos.cpu, rope, q.cpu,
                                 gated ? &gate.cpu : nullptr, kc_cpu, vc_cpu);
-      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, &qw.gpu, &kw.gpu, 1e-6f, pos.gpu, rope, q.gpu,
+      c.gpu().attention_prepare(qp.gpu, k.gpu, v.gpu, {}, &qw.gpu, &kw.gpu, 1e-6f, pos.gpu, rope, q.gpu,
                                 gated ? &gate.gpu : nullptr, kc_gpu, vc_gpu);
       double caches = 0;
       for (int64_t i = 0; i < n; ++i) caches = std::max({caches, c.rel_err(kcs[i]), c.rel_err(vcs[i])});
