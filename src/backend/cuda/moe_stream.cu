@@ -8,7 +8,8 @@
 // slots (warp_stream.cuh; a row that does not start on a 16-byte boundary is copied
 // from the boundary below it) and dots two rows at a time against one activation row
 // staged once per block in shared memory as 16-bit integers (act_q16.cuh: DP4A on
-// integer codes takes fewer instructions a code than floats; gate_up 35 -> 28 us):
+// integer codes takes fewer instructions a code than floats; gate_up 35 -> 28 us;
+// MXFP4's codes are looked up as magnitudes, positive and negative apart):
 //  - gate_up: a gate row and its up row, whose GLU it writes (act {ff, k, n});
 //  - down: two rows of one expert, then the same two rows of the token's next chosen
 //    expert, and so on, adding the k experts in order: y is a fixed-order sum with no
@@ -58,15 +59,18 @@ __host__ __device__ constexpr size_t q16_row_stride(int in) { return Q16Row::byt
 
 // Stages `rows` activation rows of `in` elements (in a multiple of 32) from x as Q16Rows
 // at `at`: four elements a thread in turn, a run per 8 lanes; lanes past the end take
-// part in their run's shuffles with zeros. kPaired (MXFP4): word 2m + s of a run holds
-// its elements 4m + 2s, 4m + 2s + 16, 4m + 2s + 1, 4m + 2s + 17, the order in which
-// mxfp4_run_dot's code words give them (a code byte holds elements j and j + 16).
+// part in their run's shuffles with zeros. A thread issues the loads of up to kAhead
+// turns before quantizing any, so that down's four act rows (3.75 turns a thread) wait
+// for one load's latency, not four in a chain. kPaired (MXFP4): word 2m + s of a run
+// holds its elements 4m + 2s, 4m + 2s + 16, 4m + 2s + 1, 4m + 2s + 17, the order in
+// which mxfp4_run_dot's code words give them (a code byte holds elements j and j + 16).
 template <bool kPaired>
 __device__ __forceinline__ void stage_q16_rows(const float* x, int rows, int in, uint8_t* at) {
+  constexpr int kAhead = 4;
   const int per_row = in / 4, total = rows * per_row;
   const int padded = (total + 31) / 32 * 32;
-  for (int g = threadIdx.x; g < padded; g += blockDim.x) {
-    const int r = g / per_row, i = g % per_row;
+  const auto load = [&](int g) {
+    const int i = g % per_row;
     float4 v = make_float4(0, 0, 0, 0);
     if (g < total && kPaired) {
       const float* run = x + 4 * (g - i % 8);  // g - i % 8: the run's first four
@@ -77,17 +81,28 @@ __device__ __forceinline__ void stage_q16_rows(const float* x, int rows, int in,
     } else if (g < total) {
       v = __ldcg(reinterpret_cast<const float4*>(x) + g);
     }
-    float scale;
-    const Q16Words w = q16_quantize4(v, scale);
-    int q = q16_sum4(w);
+    return v;
+  };
+  for (int first = threadIdx.x; first < padded; first += kAhead * blockDim.x) {
+    float4 v[kAhead];
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
-    if (g >= total) continue;
-    const Q16Row row(at + r * q16_row_stride(in), q16_layout(in));
-    const int c = swizzled_chunk(i / 4) * 4 + i % 4;  // word of the swizzled chunks
-    reinterpret_cast<uint32_t*>(row.hi)[c] = w.hi;
-    reinterpret_cast<uint32_t*>(row.lo)[c] = w.lo;
-    if (i % 8 == 0) row.scale[i / 8] = scale, row.sum[i / 8] = scale * static_cast<float>(q);
+    for (int j = 0; j < kAhead; ++j) v[j] = load(first + j * blockDim.x);
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) {
+      const int g = first + j * blockDim.x, r = g / per_row, i = g % per_row;
+      if (g >= padded) break;  // whole warps: padded and blockDim.x are multiples of 32
+      float scale;
+      const Q16Words w = q16_quantize4(v[j], scale);
+      int q = q16_sum4(w);
+#pragma unroll
+      for (int o = 1; o < 8; o <<= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+      if (g >= total) continue;
+      const Q16Row row(at + r * q16_row_stride(in), q16_layout(in));
+      const int c = swizzled_chunk(i / 4) * 4 + i % 4;  // word of the swizzled chunks
+      reinterpret_cast<uint32_t*>(row.hi)[c] = w.hi;
+      reinterpret_cast<uint32_t*>(row.lo)[c] = w.lo;
+      if (i % 8 == 0) row.scale[i / 8] = scale, row.sum[i / 8] = scale * static_cast<float>(q);
+    }
   }
 }
 
@@ -97,64 +112,128 @@ __device__ __forceinline__ uint32_t load_shared_u32(const void* p) {
   return v;
 }
 
-// MXFP4 codes as signed bytes, four at once: selector nibble i (low three bits in s7,
-// bit 3 as 4 in s8) picks value i among 8 (two PRMTs) and then the half (a third).
-__device__ __forceinline__ uint32_t mxfp4_values4(uint32_t s7, uint32_t s8) {
-  constexpr uint32_t b0 = 0x03020100u, b1 = 0x0C080604u;  // 0, 1, 2, 3 | 4, 6, 8, 12
-  constexpr uint32_t b2 = 0xFDFEFF00u, b3 = 0xF4F8FAFCu;  // -0, -1, -2, -3 | -4, -6, -8, -12
-  return __byte_perm(__byte_perm(b0, b1, s7), __byte_perm(b2, b3, s7), s8);
+// prmt.b32 in its default mode: byte i of the result is byte (nibble i & 7) of {b, a},
+// or, where nibble i's bit 3 is set, that byte's sign spread over its 8 bits.
+// (__byte_perm keeps only the nibbles' low 3 bits, an instruction more a lookup.)
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
+  uint32_t v;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(v) : "r"(a), "r"(b), "r"(s));
+  return v;
 }
 
-// MXFP4 run q (one 17-byte block, read as 5 aligned words) of K rows against x's run q
-// as 16-bit integers in the paired order (stage_q16_rows): four codes meet four
-// elements per DP4A, twice (hi and lo bytes).
+// Four MXFP4 codes' magnitudes, doubled (0 1 2 3 4 6 8 12), as bytes, from the selector
+// nibbles in s's low 16 bits; lo is the table's first word, kMagnitudesLo. A code's bit
+// 3, its sign, spreads its magnitude's sign, 0: the positive codes give their
+// magnitudes and the negative ones 0, and with s ^ 0x8888 the other way round. Σ c·x is
+// then Σ pos·x - Σ neg·x: two lookups and an XOR for four codes, where a signed table
+// took three lookups and a selector of three more instructions (the integer ALU pipe,
+// at half rate, bound the loop; DP4A runs on the FMA pipe).
+inline constexpr uint32_t kMagnitudesLo = 0x03020100u;
+__device__ __forceinline__ uint32_t mxfp4_magnitudes4(uint32_t lo, uint32_t s) { return prmt(lo, 0x0C080604u, s); }
+
+// A lane's MXFP4 blocks of a row in shared memory: blocks lane, lane + 32, ... start 17
+// bytes apart, so 544 bytes (a multiple of 4) from one to its next, and each is read as
+// 5 aligned words from the same bit offset.
+struct Mxfp4Lane {
+  const uint8_t* words;  // the lane's first block, rounded down to a word
+  int shift;             // bits from there to the block
+  __device__ Mxfp4Lane(const uint8_t* row, int lane) {
+    const uint8_t* block = row + 17 * lane;
+    const int bytes = static_cast<int>(reinterpret_cast<uintptr_t>(block) & 3);
+    words = block - bytes, shift = 8 * bytes;
+  }
+};
+
+// The lane's k-th MXFP4 block (17 bytes) of K rows against x's run q as 16-bit integers
+// in the paired order (stage_q16_rows): four codes' magnitudes meet four elements per
+// DP4A, positive and negative codes apart, twice (hi and lo bytes). lo: kMagnitudesLo.
 template <int K>
-__device__ __forceinline__ void mxfp4_run_dot(const uint8_t* const (&rows)[K], int q, const Q16Row& x,
-                                              float (&acc)[K]) {
+__device__ __forceinline__ void mxfp4_run_dot(const Mxfp4Lane (&rows)[K], int k, int q, const Q16Row& x,
+                                              uint32_t lo, float (&acc)[K]) {
   uint32_t xh[8], xl[8];
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {  // the run's two chunks of four words
-    const uint4 h = x.hi[swizzled_chunk(2 * q + k)], l = x.lo[swizzled_chunk(2 * q + k)];
-    xh[4 * k] = h.x, xh[4 * k + 1] = h.y, xh[4 * k + 2] = h.z, xh[4 * k + 3] = h.w;
-    xl[4 * k] = l.x, xl[4 * k + 1] = l.y, xl[4 * k + 2] = l.z, xl[4 * k + 3] = l.w;
+  for (int c = 0; c < 2; ++c) {  // the run's two chunks of four words
+    const uint4 h = x.hi[swizzled_chunk(2 * q + c)], l = x.lo[swizzled_chunk(2 * q + c)];
+    xh[4 * c] = h.x, xh[4 * c + 1] = h.y, xh[4 * c + 2] = h.z, xh[4 * c + 3] = h.w;
+    xl[4 * c] = l.x, xl[4 * c + 1] = l.y, xl[4 * c + 2] = l.z, xl[4 * c + 3] = l.w;
   }
   const float xs = x.scale[q];
 #pragma unroll
   for (int r = 0; r < K; ++r) {
-    const uint8_t* block = rows[r] + 17 * q;
-    const uint8_t* w = block - (reinterpret_cast<uintptr_t>(block) & 3);
-    const int at = 8 * static_cast<int>(reinterpret_cast<uintptr_t>(block) & 3);
+    const uint8_t* w = rows[r].words + 544 * k;
+    const int at = rows[r].shift;
     uint32_t v[5];
 #pragma unroll
     for (int i = 0; i < 5; ++i) v[i] = load_shared_u32(w + 4 * i);
-    int h = 0, l = 0;
+    int hp = 0, hn = 0, lp = 0, ln = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       // Code word i: its low half the elements of x's word 2i, its high half 2i + 1.
-      const uint32_t qs = __funnelshift_rc(v[i], v[i + 1], at + 8);
-      const uint32_t s7 = qs & 0x77777777u, s8 = ((qs >> 1) & 0x44444444u) | 0x32103210u;
-      const int lo = static_cast<int>(mxfp4_values4(s7, s8)), hi = static_cast<int>(mxfp4_values4(s7 >> 16, s8 >> 16));
-      h = __dp4a(lo, static_cast<int>(xh[2 * i]), h), h = __dp4a(hi, static_cast<int>(xh[2 * i + 1]), h);
-      l = __dp4a(lo, static_cast<int>(xl[2 * i]), l), l = __dp4a(hi, static_cast<int>(xl[2 * i + 1]), l);
+      const uint32_t qs = __funnelshift_rc(v[i], v[i + 1], at + 8), qn = qs ^ 0x88888888u;
+      const int pl = static_cast<int>(mxfp4_magnitudes4(lo, qs));
+      const int ph = static_cast<int>(mxfp4_magnitudes4(lo, qs >> 16));
+      const int nl = static_cast<int>(mxfp4_magnitudes4(lo, qn));
+      const int nh = static_cast<int>(mxfp4_magnitudes4(lo, qn >> 16));
+      const int h0 = static_cast<int>(xh[2 * i]), h1 = static_cast<int>(xh[2 * i + 1]);
+      const int l0 = static_cast<int>(xl[2 * i]), l1 = static_cast<int>(xl[2 * i + 1]);
+      hp = __dp4a(pl, h0, hp), hp = __dp4a(ph, h1, hp), hn = __dp4a(nl, h0, hn), hn = __dp4a(nh, h1, hn);
+      lp = __dp4a(pl, l0, lp), lp = __dp4a(ph, l1, lp), ln = __dp4a(nl, l0, ln), ln = __dp4a(nh, l1, ln);
     }
     const uint32_t e = __funnelshift_r(v[0], v[1], at) & 0xFF;
-    acc[r] += e8m0_half(static_cast<uint8_t>(e)) * xs * static_cast<float>(256 * h + l);
+    acc[r] += e8m0_half(static_cast<uint8_t>(e)) * xs * static_cast<float>(256 * (hp - hn) + (lp - ln));
   }
 }
 
-// The lane's part of two rows (in shared memory) · one activation row.
+// The lane's part of two rows (in shared memory) · one activation row. magnitudes_lo:
+// kMagnitudesLo in shared memory. Read from there it stays in one register; as a literal
+// ptxas copied it into a fresh one before each lookup, 32 FMA-pipe instructions of the
+// loop's 217 for two rows.
 template <DType T>
 __device__ __forceinline__ void two_rows_dot(const uint8_t* const (&rows)[2], int in, const Q16Row& x,
-                                             float (&acc)[2]) {
+                                             const uint32_t* magnitudes_lo, float (&acc)[2]) {
   const int lane = threadIdx.x % 32;
   if constexpr (T == DType::MXFP4) {
-    for (int q = lane; q < in / 32; q += 32) mxfp4_run_dot<2>(rows, q, x, acc);
+    const Mxfp4Lane lanes[2] = {Mxfp4Lane(rows[0], lane), Mxfp4Lane(rows[1], lane)};
+    const uint32_t lo = load_shared_u32(magnitudes_lo);
+    for (int q = lane, k = 0; q < in / 32; q += 32, ++k) mxfp4_run_dot<2>(lanes, k, q, x, lo, acc);
   } else {
     for (int c = lane; c < in / 64; c += 32)
 #pragma unroll
       for (int r = 0; r < 2; ++r) acc[r] += chunk_dot_q16<T>(rows[r], c, x);
   }
 }
+
+// Where a warp's next step is: token t's j-th chosen expert, from row `row`. gate_up's
+// steps run row by row through each (token, expert) pair; down's through a token's k
+// experts, then on to its next two rows. advance() walks them with no division (the
+// two a step cost about 50 of a step's 160 instructions outside the dot products).
+template <bool kGateUp>
+struct StepAt {
+  int t, j, row;
+  // unit: gate_up a (pair, row), down a (token, row pair).
+  __device__ StepAt(int unit, const StreamParams& p) {
+    if constexpr (kGateUp) {
+      const int pair = unit / p.out;
+      t = pair / p.k, j = pair % p.k, row = unit % p.out;
+    } else {
+      const int halves = (p.out + 1) / 2;
+      t = unit / halves, j = 0, row = 2 * (unit % halves);
+    }
+  }
+  __device__ void advance(const StreamParams& p) {
+    if constexpr (kGateUp) {
+      if (++row < p.out) return;
+      row = 0;
+      if (++j < p.k) return;
+      j = 0, ++t;
+    } else {
+      if (++j < p.k) return;
+      j = 0, row += 2;
+      if (row < p.out) return;
+      row = 0, ++t;
+    }
+  }
+};
 
 // grid: one block per SM. Shared memory: the warps' mbarriers, their rings, the
 // activation rows as Q16Rows.
@@ -163,6 +242,8 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
   extern __shared__ uint4 smem[];
   __shared__ int32_t ids[kMaxPairs];
   __shared__ float weights[kMaxPairs];
+  __shared__ uint32_t magnitudes_lo;
+  if (threadIdx.x == 0) magnitudes_lo = kMagnitudesLo;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool by_logits = p.route.logits != nullptr;
   // gate_up waits before it lets down start; down routes from the logits before its
@@ -189,17 +270,15 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
   const int warps = gridDim.x * kWarps<kGateUp>, per = (units + warps - 1) / warps;
   const int first = (warp * gridDim.x + blockIdx.x) * per;
   const int steps = max(0, min(per, units - first)) * steps_per_unit;
-  // Step s: its pair, expert and first row; its rows are `row` and `row + 1` (down;
-  // an odd last row is read twice) or `row` of gate and of up.
+  StepAt<kGateUp> next(first, p);  // the loop's next step
+  // A step's token t, its j-th expert (pair t·k + j) and first row: its rows are `row`
+  // and `row + 1` (down; an odd last row is read twice) or `row` of gate and of up.
   struct Step {
-    int pair, e, row;
+    int t, j, pair, e, row;
     bool valid;
   };
-  const auto step_of = [&](int s) {
-    const int unit = first + s / steps_per_unit;
-    Step st;
-    if (kGateUp) st.pair = unit / p.out, st.row = unit % p.out;
-    else st.pair = unit / halves * p.k + s % steps_per_unit, st.row = 2 * (unit % halves);
+  const auto step_of = [&](const StepAt<kGateUp>& at) {
+    Step st{at.t, at.j, at.t * p.k + at.j, 0, at.row, false};
     const int e = ids[st.pair];
     st.valid = e >= 0 && e < p.E;
     st.e = st.valid ? e : 0;  // a bad id reads expert 0 and writes NaN (gate_up)
@@ -214,14 +293,18 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
   auto* rings = reinterpret_cast<uint8_t*>(smem) + ((kWarps<kGateUp> * kStages * 8 + 15) / 16) * 16;
   WarpStream<kStages> stream(rings + static_cast<size_t>(warp) * kStages * p.slot_bytes, p.slot_bytes,
                              bars + warp * kStages);
-  const auto issue = [&](int s) {
-    const Step st = s < steps ? step_of(s) : Step{};
+  // Issues step s, `ahead` steps past the loop's next (a copy walked there: a second
+  // cursor kept beside it spilled registers).
+  const auto issue = [&](int s, int ahead) {
+    StepAt<kGateUp> at = next;
+    for (int i = 0; i < ahead; ++i) at.advance(p);
+    const Step st = s < steps ? step_of(at) : Step{};
     for (int h = 0; h < 2; ++h) {
       if (s >= steps) stream.issue(2 * s + h, nullptr, 0);
       else stream.issue_unaligned(2 * s + h, row_src(st, h), static_cast<int>(p.row_bytes));
     }
   };
-  for (int s = 0; s < kStages / 2; ++s) issue(s);
+  for (int s = 0; s < kStages / 2; ++s) issue(s, s);
   if (!kGateUp && by_logits) pdl_begin();  // act is gate_up's
   // Written after the wait: a later layer's scratch may reuse memory the kernels ahead read.
   if (!kGateUp && p.part_weights && blockIdx.x == 0)
@@ -234,29 +317,36 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
 
   float total[2] = {0, 0};  // down: the experts' weighted sum so far
   for (int s = 0; s < steps; ++s) {
-    const Step st = step_of(s);
+    const Step st = step_of(next);
+    next.advance(p);
+    // The step's two biases (gate_up: gate and up; down: its two rows), loaded by the
+    // lane that adds them before the dot products, which hide their latency.
+    const int64_t at = static_cast<int64_t>(st.e) * p.out + st.row;
+    float bias[2] = {0, 0};
+    if (lane == 0) {
+      if constexpr (kGateUp) bias[0] = expert_bias(p.glu.gate_bias, at), bias[1] = expert_bias(p.glu.up_bias, at);
+      else bias[0] = expert_bias(p.down_bias, at), bias[1] = expert_bias(p.down_bias, at + (st.row + 1 < p.out));
+    }
     const uint8_t* const rows[2] = {stream.wait(2 * s), stream.wait(2 * s + 1)};
-    const int xr = kGateUp ? st.pair / p.k : st.pair;
+    const int xr = kGateUp ? st.t : st.pair;
     float acc[2] = {0, 0};
-    two_rows_dot<T>(rows, p.in, Q16Row(xq + xr * q16_row_stride(p.in), q16_layout(p.in)), acc);
+    two_rows_dot<T>(rows, p.in, Q16Row(xq + xr * q16_row_stride(p.in), q16_layout(p.in)), &magnitudes_lo, acc);
     stream.release();
-    issue(s + kStages / 2);
+    issue(s + kStages / 2, kStages / 2 - 1);
     acc[0] = warp_sum(acc[0]), acc[1] = warp_sum(acc[1]);
     if (lane != 0) continue;
     if constexpr (kGateUp) {
       p.y[static_cast<int64_t>(st.pair) * p.out + st.row] =
-          st.valid ? expert_glu(p.glu, static_cast<int64_t>(st.e) * p.out + st.row, acc[0], acc[1])
-                   : __int_as_float(0x7fc00000);
+          st.valid ? expert_activation(p.glu, acc[0] + bias[0], acc[1] + bias[1]) : __int_as_float(0x7fc00000);
     } else {
-      const int t = st.pair / p.k, j = st.pair % p.k;
       for (int h = 0; h < 2 && st.row + h < p.out; ++h) {
         const int r = st.row + h;
-        const float v = acc[h] + expert_bias(p.down_bias, static_cast<int64_t>(st.e) * p.out + r);
+        const float v = acc[h] + bias[h];
         if (p.part_weights) {
           p.y[static_cast<int64_t>(st.pair) * p.out + r] = v;
         } else {
           total[h] += weights[st.pair] * v;
-          if (j == p.k - 1) p.y[static_cast<int64_t>(t) * p.out + r] = total[h], total[h] = 0;
+          if (st.j == p.k - 1) p.y[static_cast<int64_t>(st.t) * p.out + r] = total[h], total[h] = 0;
         }
       }
     }
