@@ -131,9 +131,9 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t s) {
 inline constexpr uint32_t kMagnitudesLo = 0x03020100u;
 __device__ __forceinline__ uint32_t mxfp4_magnitudes4(uint32_t lo, uint32_t s) { return prmt(lo, 0x0C080604u, s); }
 
-// A lane's MXFP4 blocks of a row in shared memory: blocks lane, lane + 32, ... start 17
-// bytes apart, so 544 bytes (a multiple of 4) from one to its next, and each is read as
-// 5 aligned words from the same bit offset.
+// A lane's MXFP4 blocks of a row in shared memory: blocks are 17 bytes, so the lane's
+// blocks lane, lane + 32, ... lie 544 bytes (a multiple of 4) apart, and each is read
+// as 5 aligned words from the same bit offset.
 struct Mxfp4Lane {
   const uint8_t* words;  // the lane's first block, rounded down to a word
   int shift;             // bits from there to the block
