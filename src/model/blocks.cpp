@@ -142,17 +142,16 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
                  const Tensor& x) {
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
+  // The optional weights as the backend takes them: null where the file has none.
+  const auto given = [](const Tensor& t) { return t.empty() ? nullptr : &t; };
   // The projections' biases (gpt-oss) are added by attention_prepare.
-  const auto bias_of = [](const Tensor& b) { return b.empty() ? nullptr : &b; };
-  const Backend::QkvBias bias{bias_of(w.q_bias), bias_of(w.k_bias), bias_of(w.v_bias)};
+  const Backend::QkvBias bias{given(w.q_bias), given(w.k_bias), given(w.v_bias)};
   // With an output gate the projection holds each head's query then its gate.
   const Tensor qp = proj[0].reshape({opt.output_gate ? 2 * D : D, Hq, n});
   const Tensor q = opt.output_gate ? be.scratch(DType::F32, {D, Hq, n}) : qp;
   const Tensor gate = opt.output_gate ? be.scratch(DType::F32, {D, Hq, n}) : Tensor{};
   const Tensor k = proj[1].reshape({D, Hkv, n}), v = proj[2].reshape({D, Hkv, n});
-  const Tensor* q_norm = w.q_norm.empty() ? nullptr : &w.q_norm;
-  const Tensor* k_norm = w.k_norm.empty() ? nullptr : &w.k_norm;
-  const Tensor* sinks = w.sinks.empty() ? nullptr : &w.sinks;
+  const Tensor *q_norm = given(w.q_norm), *k_norm = given(w.k_norm), *sinks = given(w.sinks);
   Tensor o = be.scratch(DType::F32, {D, Hq, n});
   const float scale = opt.scale > 0 ? opt.scale : 1.0f / std::sqrt(static_cast<float>(D));
   // The caches of each sequence's tokens: one call for a decode step of several

@@ -29,6 +29,8 @@ void check(bool ok, const char* op, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("cuda ") + op + ": " + what);
 }
 void check_f32(const Tensor& t, const char* op) { check(t.type == DType::F32, op, "expected an F32 tensor"); }
+// An optional F32 tensor's data, or null.
+const float* floats_or_null(const Tensor* t) { return t ? t->as<const float>() : nullptr; }
 
 enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
@@ -241,7 +243,7 @@ class CudaBackend final : public Backend {
     check_f32(x, "rms_norm");
     check(!w || (w->ne[0] == x.ne[0] && w->type == DType::F32), "rms_norm", "weight shape/type");
     check(y.n_elements() == x.n_elements(), "rms_norm", "y shape");
-    const float* wp = w ? w->as<const float>() : nullptr;
+    const float* wp = floats_or_null(w);
     submit(Key(OpId::RmsNorm) << x << w << eps << y, [=](cudaStream_t s) {
       cuda::row_norm(cuda::NormKind::Rms, x.as<const float>(), wp, nullptr, eps, y.as<float>(), x.ne[0], x.rows(), s);
     });
@@ -271,7 +273,7 @@ class CudaBackend final : public Backend {
     submit(Key(OpId::Rope) << x << pos << int64_t{rp.n_rot} << rp.theta << int64_t{rp.neox} << rp.freq_scale
                            << rp.freq_factors,
            [=, args = cuda::RopeArgs{rp.n_rot, rp.theta, rp.freq_scale, rp.neox,
-                                     rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr}](cudaStream_t s) {
+                                     floats_or_null(rp.freq_factors)}](cudaStream_t s) {
              cuda::rope(x.as<float>(), pos.as<const int32_t>(), hd, heads, n, args, s);
            });
   }
@@ -467,7 +469,7 @@ class CudaBackend final : public Backend {
           "add_rms_norm", "shapes differ");
     check(w.ne[0] == a.ne[0] && w.type == DType::F32, "add_rms_norm", "weight shape/type");
     check(!b_norm || (b_norm->ne[0] == a.ne[0] && b_norm->type == DType::F32), "add_rms_norm", "b_norm shape/type");
-    const float* bw = b_norm ? b_norm->as<const float>() : nullptr;
+    const float* bw = floats_or_null(b_norm);
     submit(Key(OpId::AddRmsNorm) << a << b << b_norm << w << eps << sum << y, [=](cudaStream_t s) {
       cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), bw, w.as<const float>(), eps, sum.as<float>(),
                          y.as<float>(), a.ne[0], a.rows(), s);
@@ -589,15 +591,14 @@ class CudaBackend final : public Backend {
     for (const Tensor* b : {bias.k, bias.v})
       check(!b || (b->n_elements() == k.ne[0] * k.ne[1] && b->type == DType::F32), "attention_prepare",
             "k/v bias shape/type");
-    const auto data_of = [](const Tensor* t) { return t ? t->as<const float>() : nullptr; };
-    const cuda::QkvBias biases{data_of(bias.q), data_of(bias.k), data_of(bias.v)};
+    const cuda::QkvBias biases{floats_or_null(bias.q), floats_or_null(bias.k), floats_or_null(bias.v)};
     check(rp.n_rot % 2 == 0 && rp.n_rot <= sh.head_dim && (!rp.freq_factors || rp.freq_factors->ne[0] == rp.n_rot / 2),
           "attention_prepare", "rope shape");
     // Pointers resolved now: the Tensor* arguments may not outlive a deferred launch.
     const cuda::RopeArgs args{rp.n_rot, rp.theta, rp.freq_scale, rp.neox,
-                              rp.freq_factors ? rp.freq_factors->as<const float>() : nullptr};
-    const float* qn = q_norm ? q_norm->as<const float>() : nullptr;
-    const float* kn = k_norm ? k_norm->as<const float>() : nullptr;
+                              floats_or_null(rp.freq_factors)};
+    const float* qn = floats_or_null(q_norm);
+    const float* kn = floats_or_null(k_norm);
     by_launch(n_seqs, cuda::kAttentionMaxSeqs, [&](const SeqSlice& tok) {
       const int first = tok.first, m = tok.count;
       const Tensor qp_i = tok(qp, 2), k_i = tok(k, 2), v_i = tok(v, 2), q_i = tok(q, 2), pos_i = tok(pos, 0);
@@ -667,7 +668,7 @@ class CudaBackend final : public Backend {
     const int64_t n = g.rows(), d = down.rows();
     check_shared({g, u, down, gate_logit}, d, n, "shared_expert_add");
     check(y.ne[0] == d && y.rows() == n, "shared_expert_add", "y shape");
-    const float* gl = gate_logit ? gate_logit->as<const float>() : nullptr;
+    const float* gl = floats_or_null(gate_logit);
     // Longer batches: the batched down projection, then the gate and add.
     const bool fused = n <= cuda::kExpertDecodeMaxTokens;
     const SharedDownBatch batch = fused ? SharedDownBatch{} : shared_down_batch(down, n);
@@ -709,7 +710,7 @@ class CudaBackend final : public Backend {
     if (shared) key << shared->g << shared->u << shared->down << shared->gate_logit;
     SharedExpert se;  // its gate logit goes as `gl`
     if (shared) se = {shared->g, shared->u, shared->down, nullptr};
-    const float* gl = shared && shared->gate_logit ? shared->gate_logit->as<const float>() : nullptr;
+    const float* gl = floats_or_null(shared ? shared->gate_logit : nullptr);
     int32_t* ids = nullptr;  // moe_ffn_routed's routing from kRouteOnceMinTokens
     float* weights = nullptr;
     if (n >= cuda::kRouteOnceMinTokens) {
@@ -743,7 +744,7 @@ class CudaBackend final : public Backend {
     const Tensor down = shared.down, g = shared.g, u = shared.u;
     const SharedDownBatch batch = shared_down_batch(down, n);
     void* scratch = arena_.take(cuda::moe_grouped_scratch_bytes(d, ff, n, k, E));
-    const float* gl = shared.gate_logit ? shared.gate_logit->as<const float>() : nullptr;
+    const float* gl = floats_or_null(shared.gate_logit);
     Key key = experts_key(Key(OpId::MoeBlock) << x << ids << weights << y, ex);
     key << g << u << down << shared.gate_logit;
     submit(key, [=, dense = dense_.get()](cudaStream_t s) {
@@ -808,7 +809,7 @@ class CudaBackend final : public Backend {
   void enqueue_attention(OpId op, const Tensor& q, std::span<const Tensor> k_caches,
                          std::span<const Tensor> v_caches, const Tensor& pos, float scale, int window,
                          const Tensor* gate, const Tensor* sinks, const Tensor& y) {
-    const float* sk = sinks ? sinks->as<const float>() : nullptr;
+    const float* sk = floats_or_null(sinks);
     const int n_seqs = check_caches(k_caches, v_caches, q.ne[2], "attention");
     const cuda::AttentionShape sh{q.ne[0], q.ne[1], k_caches[0].ne[1], q.ne[2], k_caches[0].ne[2]};
     check(k_caches[0].ne[0] == sh.head_dim && sh.n_head % sh.n_head_kv == 0 && pos.ne[0] == sh.n_tokens, "attention",
@@ -817,7 +818,7 @@ class CudaBackend final : public Backend {
     check(window >= 0, "attention", "negative window");
     if (n_seqs == 1 && cuda::attention_prefill_supported(sh)) {
       const Tensor &k_cache = k_caches[0], &v_cache = v_caches[0];
-      const float* g = gate ? gate->as<const float>() : nullptr;
+      const float* g = floats_or_null(gate);
       submit(Key(op) << q << k_cache << v_cache << pos << scale << int64_t{window} << gate << sinks << y,
              [=](cudaStream_t s) {
                cuda::attention_prefill(sh, q.as<const float>(), k_cache.as<const uint16_t>(),
