@@ -124,6 +124,7 @@ enum class Lanes {
   kRuns16,   // Q4_K / Q5_K: 16 elements of one run, codes as 1 + c/128
   kMarked8,  // Q6_K: as kGroups, codes as 1 + c/128
   kQ6Int8,   // Q6_K, one token, rows of one chunk: x as two int8 terms, DP4A on the 6-bit codes
+  kQ8Int8,   // Q8_0, one token, rows of up to kWarps chunks: x as two int8 terms, DP4A on the codes
 };
 template <DType T>
 constexpr Lanes lanes_of() {
@@ -206,7 +207,7 @@ struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
   }
 };
 
-// Q6_K, one token, x as two int8 terms (matvec_q6k_int8_kernel): each lane's 8
+// Q6_K, one token, x as two int8 terms (matvec_int8_kernel): each lane's 8
 // elements of a group lie in one block of 32 whose dx = max |x| / 127 gives
 // x ≈ dx · (hi + lo / 254), within 1/64516 of the block's largest element, so with the
 // 6-bit codes c read as int8 Σ (c - 32)·x = dx / 254 · (254 Σ c·hi + Σ c·lo - 32 Σ (254 hi + lo)):
@@ -296,6 +297,63 @@ struct LaneActs<T, 1, Lanes::kQ6Int8> {
       const int L = __dp4a(my, lo[i][1], __dp4a(mx, lo[i][0], seed[i]));
       const float dl = half_to_float(load_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[scale_at]));
       acc[k][0] += static_cast<float>(254 * H + L) * (dl * xscale[i]);
+    }
+  }
+};
+
+// Q8_0, one token, LM heads (gpt-oss-20b's: rows of 2880, two chunks): x as kQ6Int8's
+// two int8 terms, so that a lane's 8 codes take two DP4A a term instead of 8 conversions
+// and FMAs. The lane's codes of group i are 8 bytes at 272·i + code_at of
+// its row's chunk (34·(lane / 4) + 2 + 8·(lane % 4)), the same distance from a word
+// boundary for every i, as 272 is a multiple of 4: three aligned words and two funnel
+// shifts; its block's f16 scale is the block's first two bytes (scale_at).
+template <DType T>
+struct LaneActs<T, 1, Lanes::kQ8Int8> {
+  static_assert(T == DType::Q8_0);
+  static constexpr int kSteps = kStageGroups;
+  static constexpr int kGroupBytes = 8 * 34;
+  int hi[kSteps][2], lo[kSteps][2];  // the two terms, 4 elements a word
+  float xscale[kSteps];              // dx / 254
+  int scale_at, code_at;             // the lane's block and codes, bytes into a group
+  __device__ static bool live(int i, int elems, int lane) { return i * 256 + lane * 8 < elems; }
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int elems, int lane) {
+    scale_at = 34 * (lane / 4), code_at = scale_at + 2 + 8 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      // Every lane takes part in the block's max (lanes past the chunk's end with zeros):
+      // a block's 4 lanes live or not together, as elems is a multiple of 32.
+      float v[8] = {};
+      if (live(i, elems, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, v);
+      // The block's max |x| on the bits: a NaN or infinity in x shows in the dot products.
+      uint32_t m = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j]));
+      const float amax = lanes_abs_max<4>(m);
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      int h[8], o[8];
+      int8_terms8(v, inv, h, o);
+      const auto pack = [](const int* b) { return static_cast<int>(pack_bytes4(b)); };
+      hi[i][0] = pack(h), hi[i][1] = pack(h + 4), lo[i][0] = pack(o), lo[i][1] = pack(o + 4);
+      xscale[i] = amax / (127.0f * 254.0f);
+    }
+  }
+  template <int K>
+  __device__ void dots(const uint8_t* const (&s)[K], int i, int /*lane*/, float (&acc)[2][1]) const {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      // The same for every i (an expression without it, so that the unrolled steps share it).
+      const uint32_t off = reinterpret_cast<uintptr_t>(s[k] + code_at) & 3;
+      const uint8_t* group = s[k] + i * kGroupBytes;  // i is a constant of the unrolled loop
+      const auto* w = reinterpret_cast<const uint32_t*>(s[k] + code_at - off + i * kGroupBytes);
+      // The third word only where the codes cross into it: at a row's end it can lie past
+      // the last slot.
+      const uint32_t w0 = w[0], w1 = w[1], w2 = off ? w[2] : 0u;
+      const int cx = static_cast<int>(__funnelshift_r(w0, w1, 8 * off));
+      const int cy = static_cast<int>(__funnelshift_r(w1, w2, 8 * off));
+      const int H = __dp4a(cy, hi[i][1], __dp4a(cx, hi[i][0], 0));
+      const int L = __dp4a(cy, lo[i][1], __dp4a(cx, lo[i][0], 0));
+      const float d = half_to_float(load_u16(group + scale_at));
+      acc[k][0] += static_cast<float>(254 * H + L) * (d * xscale[i]);
     }
   }
 };
@@ -429,7 +487,8 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   issue(1);
   pdl_begin();
 
-  using Acts = std::conditional_t<kInt8, LaneActs<T, 1, Lanes::kQ6Int8>, LaneActs<T, N>>;
+  using Acts = std::conditional_t<kInt8, LaneActs<T, 1, T == DType::Q6_K ? Lanes::kQ6Int8 : Lanes::kQ8Int8>,
+                                  LaneActs<T, N>>;
   Acts xa;
   xa.load(p.x, p.in, p.n, c, elems, lane);
   for (int r = 0; r < rows; r += 2) {
@@ -577,13 +636,14 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
   }
 }
 
-// Q6_K at one token, every row staged and one chunk long (the flagship's LM head: 2048):
-// kQ6Int8 lanes. On an H200 the LM head took 119 us against the float lanes' 168
-// (PERFORMANCE.md, session 43).
+// One token, every row staged, x as int8 terms: Q6_K rows one chunk long (the flagship's
+// LM head: 2048; kQ6Int8 lanes: 119 us on an H200 against the float lanes' 168,
+// PERFORMANCE.md, session 43) and Q8_0 rows of up to kWarps chunks (kQ8Int8).
+template <DType T>
 __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
-    matvec_q6k_int8_kernel(const __grid_constant__ MatvecParams p) {
+    matvec_int8_kernel(const __grid_constant__ MatvecParams p) {
   extern __shared__ uint4 stage[];
-  staged_rows_regs<DType::Q6_K, 1, true>(p, stage);
+  staged_rows_regs<T, 1, true>(p, stage);
 }
 
 // N: the token count it is compiled for, n <= N (launch_for_tokens).
@@ -633,9 +693,16 @@ void launch_matvec_kernel(MatvecParams& p, cudaStream_t s) {
 
 template <DType T, int N>
 void launch_matvec(MatvecParams& p, cudaStream_t s) {
-  if constexpr (T == DType::Q6_K && N == 1)
-    if (p.direct_blocks == 0 && p.staged_rows > 0 && p.in == kStageGroups * 256)
-      return launch_matvec_kernel<T, N, matvec_q6k_int8_kernel>(p, s);
+  if constexpr ((T == DType::Q6_K || T == DType::Q8_0) && N == 1) {
+    // Q8_0 only for LM heads: each warp quantizes its chunk of x before its first row,
+    // which a few rows a team do not repay (H200: gpt-oss-20b's q / k / v, 5 rows a team,
+    // 7.60 -> 12.21 us; its LM head, 190 rows a team, 245.6 -> 228 us; this rule +0.8%,
+    // PERFORMANCE.md session 69).
+    const int max_in = T == DType::Q6_K ? kStageGroups * 256 : kWarps * kStageGroups * 256;
+    const bool rows_ok = T == DType::Q6_K ? p.in == max_in : p.in <= max_in && p.staged_rows >= kLmHeadMinRows;
+    if (p.direct_blocks == 0 && p.staged_rows > 0 && rows_ok)
+      return launch_matvec_kernel<T, N, matvec_int8_kernel<T>>(p, s);
+  }
   launch_matvec_kernel<T, N, matvec_kernel<T, N>>(p, s);
 }
 
