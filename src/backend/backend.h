@@ -206,11 +206,12 @@ class Backend {
   // backend runs that); a device backend saves launches and memory round trips.
   // y[i] = matmul(w[i], x, y[i]) for every i: several projections of one input.
   virtual void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) = 0;
-  // sum = add(a, b) (sum may alias a or b), then y = rms_norm(sum, w, eps). With b_norm,
-  // b is rms_norm(b, b_norm, eps) first: a sub-block's output normed before the
-  // residual add (Gemma's post-norms).
-  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_norm, const Tensor& w, float eps,
-                            const Tensor& sum, const Tensor& y) = 0;
+  // sum = add(a, b) (sum may alias a or b), then y = rms_norm(sum, w, eps). With b_bias
+  // {d}, b is add(b, b_bias) first (gpt-oss's output projection bias); with b_norm, then
+  // rms_norm(b, b_norm, eps): a sub-block's output normed before the residual add
+  // (Gemma's post-norms).
+  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_bias, const Tensor* b_norm,
+                            const Tensor& w, float eps, const Tensor& sum, const Tensor& y) = 0;
   // The Gated DeltaNet input stage: c = causal_conv_silu(qkv {2·Hk·dk + H·dv, n},
   // conv_w, conv_state); q, k {dk, Hk, n} = c's first two Hk·dk columns, each head
   // l2_norm'ed with l2_eps; v {dv, H, n} = the rest; g, beta = gdn_gates(a, b, ...).

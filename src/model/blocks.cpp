@@ -113,9 +113,10 @@ std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const
   return y;
 }
 
-Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps, const Tensor* b_norm) {
+Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps, const Tensor* b_norm,
+                    const Tensor* b_bias) {
   Tensor y = be.scratch(DType::F32, {x.ne[0], x.ne[1], x.ne[2], x.ne[3]});
-  be.add_rms_norm(x, b, b_norm, w, eps, x, y);
+  be.add_rms_norm(x, b, b_bias, b_norm, w, eps, x, y);
   return y;
 }
 
@@ -185,9 +186,7 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
       }
     }
   }
-  Tensor out = linear(be, w.o, o.reshape({D * Hq, n}));
-  if (!w.o_bias.empty()) be.add(out, w.o_bias, out);
-  return out;
+  return linear(be, w.o, o.reshape({D * Hq, n}));
 }
 
 Tensor gated_delta_net(Backend& be, const GatedDeltaNetWeights& w, const GatedDeltaNetOptions& opt,

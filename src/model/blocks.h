@@ -37,10 +37,10 @@ Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps);
 // y[i] {w[i].ne[1], n} = w[i] · x for each weight, in one backend call (one launch on a GPU).
 std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x);
 // The residual add fused with the norm that follows it: x += b in place (x +=
-// rms_norm(b, *b_norm) with b_norm: Gemma's post-norms), returns rms_norm(x, w) in
-// fresh scratch.
+// rms_norm(b, *b_norm) with b_norm: Gemma's post-norms; b + *b_bias with b_bias: gpt-oss's
+// output projection bias), returns rms_norm(x, w) in fresh scratch.
 Tensor add_rms_norm(Backend& be, const Tensor& x, const Tensor& b, const Tensor& w, float eps,
-                    const Tensor* b_norm = nullptr);
+                    const Tensor* b_norm = nullptr, const Tensor* b_bias = nullptr);
 
 // The rows of a layer's KV cache for a context of n_ctx positions: all of them, or
 // with a sliding window (window > 0) a ring of the window's rows and a piece's
@@ -56,7 +56,8 @@ SequenceState kv_cache_sequence(Backend& be, std::span<const int> windows, int64
 struct AttentionWeights {
   Tensor q, k, v, o;        // q {d, Hq·D (·2 when gated)}, k/v {d, Hkv·D}, o {Hq·D, d}
   Tensor q_norm, k_norm;    // {D} per-head RMSNorm, or empty
-  Tensor q_bias, k_bias, v_bias, o_bias;  // added after each projection, or empty (GPT-OSS)
+  Tensor q_bias, k_bias, v_bias;  // added after each projection, or empty (GPT-OSS)
+  Tensor o_bias;  // the caller's to add (gpt-oss: in the residual norm after the block, add_rms_norm's b_bias)
   Tensor sinks;             // {Hq}: attention sinks (backend.h), or empty
 };
 struct AttentionOptions {

@@ -124,7 +124,7 @@ class Gemma3 final : public Model {
       Tensor ffn = blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Gelu);
       trace(ffn, "ffn_out", il);
       const Tensor& next_norm = il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_;
-      be_.add_rms_norm(x, ffn, &L.post_ffw_norm, next_norm, eps_, x, h_next);
+      be_.add_rms_norm(x, ffn, nullptr, &L.post_ffw_norm, next_norm, eps_, x, h_next);
       trace(x, "layer_out", il);
       be_.scratch_rewind(layer_start);
       std::swap(h, h_next);

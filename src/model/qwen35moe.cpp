@@ -139,7 +139,8 @@ class Qwen35 final : public Model {
       Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, hf)
                              : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
-      be_.add_rms_norm(x, ffn, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x, h_next);
+      be_.add_rms_norm(x, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x,
+                       h_next);
       trace(x, "layer_out", il);
       be_.scratch_rewind(layer_start);
       std::swap(h, h_next);

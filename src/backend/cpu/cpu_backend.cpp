@@ -433,16 +433,20 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < w.size(); ++i) matmul(w[i], x, y[i]);
   }
 
-  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_norm, const Tensor& w, float eps,
-                    const Tensor& sum, const Tensor& y) override {
-    std::vector<float> normed(b_norm ? b.n_elements() : 0);
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_bias, const Tensor* b_norm, const Tensor& w,
+                    float eps, const Tensor& sum, const Tensor& y) override {
+    std::vector<float> biased(b_bias ? b.n_elements() : 0), normed(b_norm ? b.n_elements() : 0);
+    Tensor bb = b;
+    if (b_bias) {
+      bb = Tensor::make(DType::F32, {b.ne[0], b.rows()}, biased.data());
+      add(b, *b_bias, bb);
+    }
     if (b_norm) {
       const Tensor nb = Tensor::make(DType::F32, {b.ne[0], b.rows()}, normed.data());
-      rms_norm(b, b_norm, eps, nb);
-      add(a, nb, sum);
-    } else {
-      add(a, b, sum);
+      rms_norm(bb, b_norm, eps, nb);
+      bb = nb;
     }
+    add(a, bb, sum);
     rms_norm(sum, &w, eps, y);
   }
 

@@ -462,16 +462,19 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_norm, const Tensor& w, float eps,
-                    const Tensor& sum, const Tensor& y) override {
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_bias, const Tensor* b_norm, const Tensor& w,
+                    float eps, const Tensor& sum, const Tensor& y) override {
     check_f32(a, "add_rms_norm");
     check(b.n_elements() == a.n_elements() && sum.n_elements() == a.n_elements() && y.n_elements() == a.n_elements(),
           "add_rms_norm", "shapes differ");
     check(w.ne[0] == a.ne[0] && w.type == DType::F32, "add_rms_norm", "weight shape/type");
-    check(!b_norm || (b_norm->ne[0] == a.ne[0] && b_norm->type == DType::F32), "add_rms_norm", "b_norm shape/type");
+    for (const Tensor* t : {b_bias, b_norm})
+      check(!t || (t->ne[0] == a.ne[0] && t->n_elements() == a.ne[0] && t->type == DType::F32), "add_rms_norm",
+            "b_bias / b_norm shape/type");
+    const float* bb = floats_or_null(b_bias);
     const float* bw = floats_or_null(b_norm);
-    submit(Key(OpId::AddRmsNorm) << a << b << b_norm << w << eps << sum << y, [=](cudaStream_t s) {
-      cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), bw, w.as<const float>(), eps, sum.as<float>(),
+    submit(Key(OpId::AddRmsNorm) << a << b << b_bias << b_norm << w << eps << sum << y, [=](cudaStream_t s) {
+      cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), bb, bw, w.as<const float>(), eps, sum.as<float>(),
                          y.as<float>(), a.ne[0], a.rows(), s);
     });
   }

@@ -15,6 +15,7 @@ struct NormParams {
   const float* w;  // {d} or null
   const float* z;  // {d, rows} gate or null
   const float* b;  // {d, rows} added to x first, or null
+  const float* bb; // {d}: with b, added to each row of b first (or null)
   const float* bw; // {d}: with b, b is rms-normed with this weight before the add (or null)
   float* sum;      // {d, rows}: x + b, written when b is set (may alias x or b)
   float* y;
@@ -52,13 +53,14 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
   __shared__ float warp_ss[kNormMaxThreads / 32], warp_ssb[kNormMaxThreads / 32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * p.d;
   const int n4 = p.d / 4, T = blockDim.x;
-  float4 v[kNormVec4], wv[kNormVec4], zv[kNormVec4], bwv[kNormVec4];
+  float4 v[kNormVec4], wv[kNormVec4], zv[kNormVec4], bwv[kNormVec4], bbv[kNormVec4];
   if (p.vec) {
 #pragma unroll
     for (int i = 0; i < kNormVec4; ++i) {
       const int j = threadIdx.x + i * T;
       wv[i] = p.w && j < n4 ? reinterpret_cast<const float4*>(p.w)[j] : make_float4(1, 1, 1, 1);
       bwv[i] = p.bw && j < n4 ? reinterpret_cast<const float4*>(p.bw)[j] : make_float4(1, 1, 1, 1);
+      bbv[i] = p.bb && j < n4 ? reinterpret_cast<const float4*>(p.bb)[j] : make_float4(0, 0, 0, 0);
     }
   }
   pdl_begin();
@@ -73,6 +75,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
       const int j = threadIdx.x + i * T;
       v[i] = j < n4 ? x4[j] : make_float4(0, 0, 0, 0);
       bv[i] = b4 && j < n4 ? b4[j] : make_float4(0, 0, 0, 0);
+      bv[i].x += bbv[i].x, bv[i].y += bbv[i].y, bv[i].z += bbv[i].z, bv[i].w += bbv[i].w;
       zv[i] = z4 && j < n4 ? z4[j] : make_float4(0, 0, 0, 0);
     }
     if (p.bw) {  // b normed before the add
@@ -92,15 +95,16 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
       ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
     }
   } else {
+    const auto b_at = [&](int i) { return p.b[base + i] + (p.bb ? p.bb[i] : 0.0f); };
     float invb = 1;
     if (p.bw) {
       float ssb = 0;
-      for (int i = threadIdx.x; i < p.d; i += T) ssb += p.b[base + i] * p.b[base + i];
+      for (int i = threadIdx.x; i < p.d; i += T) ssb += b_at(i) * b_at(i);
       invb = rsqrtf(block_sum_fixed(ssb, warp_ssb, T) / p.d + p.eps);
     }
     for (int i = threadIdx.x; i < p.d; i += T) {
       float xv = p.x[base + i];
-      if (p.b) xv += p.bw ? p.b[base + i] * invb * p.bw[i] : p.b[base + i], p.sum[base + i] = xv;
+      if (p.b) xv += p.bw ? b_at(i) * invb * p.bw[i] : b_at(i), p.sum[base + i] = xv;
       ss += xv * xv;
     }
   }
@@ -129,7 +133,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) row_norm_kernel(const __grid_
 void launch_row_norm(NormParams p, int64_t rows, cudaStream_t s, const char* name) {
   uintptr_t addr = 0;
   for (const void* q : {static_cast<const void*>(p.x), static_cast<const void*>(p.w), static_cast<const void*>(p.z),
-                        static_cast<const void*>(p.b), static_cast<const void*>(p.bw),
+                        static_cast<const void*>(p.b), static_cast<const void*>(p.bb), static_cast<const void*>(p.bw),
                         static_cast<const void*>(p.sum), static_cast<const void*>(p.y)})
     addr |= reinterpret_cast<uintptr_t>(q);
   const int n4 = p.d / 4;
@@ -290,13 +294,15 @@ __global__ void argmax_pick_kernel(const float* partials, int blocks, int32_t* i
 
 void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
               int64_t rows, cudaStream_t s) {
-  launch_row_norm({x, w, z, nullptr, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2, false}, rows,
-                  s, "row_norm");
+  launch_row_norm(
+      {x, w, z, nullptr, nullptr, nullptr, nullptr, y, eps, static_cast<int>(d), kind == NormKind::L2, false}, rows, s,
+      "row_norm");
 }
 
-void add_rms_norm(const float* a, const float* b, const float* b_w, const float* w, float eps, float* sum, float* y,
-                  int64_t d, int64_t rows, cudaStream_t s) {
-  launch_row_norm({a, w, nullptr, b, b_w, sum, y, eps, static_cast<int>(d), false, false}, rows, s, "add_rms_norm");
+void add_rms_norm(const float* a, const float* b, const float* b_bias, const float* b_w, const float* w, float eps,
+                  float* sum, float* y, int64_t d, int64_t rows, cudaStream_t s) {
+  launch_row_norm({a, w, nullptr, b, b_bias, b_w, sum, y, eps, static_cast<int>(d), false, false}, rows, s,
+                  "add_rms_norm");
 }
 
 void rope(float* x, const int32_t* pos, int64_t head_dim, int64_t heads, int64_t n, const RopeArgs& rp,

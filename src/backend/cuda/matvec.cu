@@ -235,6 +235,25 @@ __device__ __forceinline__ uint2 load8_mod8(const uint8_t* p) {
     return make_uint2(__funnelshift_r(a, b.x, 16), __funnelshift_r(b.x, b.y, 16));
   }
 }
+// A lane's 8 elements of x as two int8 terms (int8_terms8), packed 4 to a word; the 4
+// lanes of a block of 32 share its max |x|, taken on the bits so that a NaN or infinity in
+// x shows in the dot products. xscale = dx / 254 (dx = max |x| / 127); sum = Σ (254 hi + lo).
+struct LaneInt8Terms {
+  int hi[2], lo[2], sum;
+  float xscale;
+  __device__ explicit LaneInt8Terms(const float (&v)[8]) {
+    uint32_t m = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j]));
+    const float amax = lanes_abs_max<4>(m);
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int h[8], o[8];
+    sum = int8_terms8(v, inv, h, o);
+    const auto pack = [](const int* b) { return static_cast<int>(pack_bytes4(b)); };
+    hi[0] = pack(h), hi[1] = pack(h + 4), lo[0] = pack(o), lo[1] = pack(o + 4);
+    xscale = amax / (127.0f * 254.0f);
+  }
+};
 template <DType T>
 struct LaneActs<T, 1, Lanes::kQ6Int8> {
   static_assert(T == DType::Q6_K);
@@ -259,18 +278,10 @@ struct LaneActs<T, 1, Lanes::kQ6Int8> {
     for (int i = 0; i < kSteps; ++i) {
       float v[8];
       load_floats8(x0 + (c * kSteps + i) * 256 + e, v);
-      // The block's max |x| on the bits: a NaN or infinity in x shows in the dot products.
-      uint32_t m = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j]));
-      const float amax = lanes_abs_max<4>(m);
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      int h[8], o[8];
-      const int sum = int8_terms8(v, inv, h, o);
-      const auto pack = [](const int* b) { return static_cast<int>(pack_bytes4(b)); };
-      hi[i][0] = pack(h), hi[i][1] = pack(h + 4), lo[i][0] = pack(o), lo[i][1] = pack(o + 4);
-      seed[i] = -32 * sum;
-      xscale[i] = amax / (127.0f * 254.0f);
+      const LaneInt8Terms t(v);
+      hi[i][0] = t.hi[0], hi[i][1] = t.hi[1], lo[i][0] = t.lo[0], lo[i][1] = t.lo[1];
+      seed[i] = -32 * t.sum;
+      xscale[i] = t.xscale;
     }
   }
   template <int K>
@@ -324,17 +335,9 @@ struct LaneActs<T, 1, Lanes::kQ8Int8> {
       // a block's 4 lanes live or not together, as elems is a multiple of 32.
       float v[8] = {};
       if (live(i, elems, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, v);
-      // The block's max |x| on the bits: a NaN or infinity in x shows in the dot products.
-      uint32_t m = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) m = max(m, abs_bits(v[j]));
-      const float amax = lanes_abs_max<4>(m);
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      int h[8], o[8];
-      int8_terms8(v, inv, h, o);
-      const auto pack = [](const int* b) { return static_cast<int>(pack_bytes4(b)); };
-      hi[i][0] = pack(h), hi[i][1] = pack(h + 4), lo[i][0] = pack(o), lo[i][1] = pack(o + 4);
-      xscale[i] = amax / (127.0f * 254.0f);
+      const LaneInt8Terms t(v);
+      hi[i][0] = t.hi[0], hi[i][1] = t.hi[1], lo[i][0] = t.lo[0], lo[i][1] = t.lo[1];
+      xscale[i] = t.xscale;
     }
   }
   template <int K>

@@ -49,17 +49,25 @@ void check_fused_ops(Checker& c) {
       auto a = c.f32({d, n}, c.randn(d * n, 2.0f)), b = c.f32({d, n}, c.randn(d * n));
       auto w = c.f32({d}, c.randn(d, 0.1f, 1.0f));
       auto y = c.out({d, n});
-      c.cpu().add_rms_norm(a.cpu, b.cpu, nullptr, w.cpu, 1e-6f, a.cpu, y.cpu);
-      c.gpu().add_rms_norm(a.gpu, b.gpu, nullptr, w.gpu, 1e-6f, a.gpu, y.gpu);
+      c.cpu().add_rms_norm(a.cpu, b.cpu, nullptr, nullptr, w.cpu, 1e-6f, a.cpu, y.cpu);
+      c.gpu().add_rms_norm(a.gpu, b.gpu, nullptr, nullptr, w.gpu, 1e-6f, a.gpu, y.gpu);
       c.report("add_rms_norm d=" + std::to_string(d) + sn, std::max(c.rel_err(y), c.rel_err(a)), kTol);
       // Gemma's form: b normed first (640: Gemma 3 270M's rows).
       const int64_t dg = d == 256 ? 640 : d;
       auto ga = c.f32({dg, n}, c.randn(dg * n, 2.0f)), gb = c.f32({dg, n}, c.randn(dg * n, 5.0f));
       auto gbw = c.f32({dg}, c.randn(dg, 0.1f, 1.0f)), gw = c.f32({dg}, c.randn(dg, 0.1f, 1.0f));
       auto gy = c.out({dg, n});
-      c.cpu().add_rms_norm(ga.cpu, gb.cpu, &gbw.cpu, gw.cpu, 1e-6f, ga.cpu, gy.cpu);
-      c.gpu().add_rms_norm(ga.gpu, gb.gpu, &gbw.gpu, gw.gpu, 1e-6f, ga.gpu, gy.gpu);
+      c.cpu().add_rms_norm(ga.cpu, gb.cpu, nullptr, &gbw.cpu, gw.cpu, 1e-6f, ga.cpu, gy.cpu);
+      c.gpu().add_rms_norm(ga.gpu, gb.gpu, nullptr, &gbw.gpu, gw.gpu, 1e-6f, ga.gpu, gy.gpu);
       c.report("add_rms_norm with b normed d=" + std::to_string(dg) + sn, std::max(c.rel_err(gy), c.rel_err(ga)), kTol);
+      // gpt-oss's form: b's bias added first (2880: its rows).
+      const int64_t db = d == 256 ? 2880 : d;
+      auto ba = c.f32({db, n}, c.randn(db * n, 2.0f)), bb = c.f32({db, n}, c.randn(db * n));
+      auto bbias = c.f32({db}, c.randn(db)), bnw = c.f32({db}, c.randn(db, 0.1f, 1.0f));
+      auto by = c.out({db, n});
+      c.cpu().add_rms_norm(ba.cpu, bb.cpu, &bbias.cpu, nullptr, bnw.cpu, 1e-6f, ba.cpu, by.cpu);
+      c.gpu().add_rms_norm(ba.gpu, bb.gpu, &bbias.gpu, nullptr, bnw.gpu, 1e-6f, ba.gpu, by.gpu);
+      c.report("add_rms_norm with b's bias d=" + std::to_string(db) + sn, std::max(c.rel_err(by), c.rel_err(ba)), kTol);
     }
 
     // gdn_prepare: 4 key heads, 8 value heads of 64, conv kernel 4.
