@@ -143,8 +143,6 @@ Tensor attention(Backend& be, const AttentionWeights& w, const AttentionOptions&
                  const Tensor& x) {
   const int64_t n = x.rows(), D = opt.head_dim, Hq = opt.n_head, Hkv = opt.n_head_kv;
   const std::vector<Tensor> proj = linear_many(be, {w.q, w.k, w.v}, x);
-  // The optional weights as the backend takes them: null where the file has none.
-  const auto given = [](const Tensor& t) { return t.empty() ? nullptr : &t; };
   // The projections' biases (gpt-oss) are added by attention_prepare.
   const Backend::QkvBias bias{given(w.q_bias), given(w.k_bias), given(w.v_bias)};
   // With an output gate the projection holds each head's query then its gate.

@@ -36,6 +36,8 @@ Tensor linear(Backend& be, const Tensor& w, const Tensor& x);
 Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps);
 // y[i] {w[i].ne[1], n} = w[i] · x for each weight, in one backend call (one launch on a GPU).
 std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x);
+// An optional weight as the backend takes it: null where the file has none.
+inline const Tensor* given(const Tensor& t) { return t.empty() ? nullptr : &t; }
 // The residual add fused with the norm that follows it: x += b in place (x +=
 // rms_norm(b, *b_norm) with b_norm: Gemma's post-norms; b + *b_bias with b_bias: gpt-oss's
 // output projection bias), returns rms_norm(x, w) in fresh scratch.

@@ -139,8 +139,9 @@ class GptOss final : public Model {
       const Layer& L = layers_[il];
       Tensor attn = blocks::attention(be_, L.attn, L.local ? local_ : global_, batch, il, h);
       trace(attn, "attn_out", il);
-      const Tensor* o_bias = L.attn.o_bias.empty() ? nullptr : &L.attn.o_bias;  // added here, in the norm
-      const Tensor hf = blocks::add_rms_norm(be_, x, attn, L.post_attention_norm, eps_, nullptr, o_bias);
+      // The output projection's bias rides in the residual norm (blocks::attention leaves it out).
+      const Tensor hf =
+          blocks::add_rms_norm(be_, x, attn, L.post_attention_norm, eps_, nullptr, blocks::given(L.attn.o_bias));
       Tensor ffn = blocks::moe(be_, L.moe, moe_, hf);
       trace(ffn, "ffn_out", il);
       const Tensor& next_norm = il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_;
