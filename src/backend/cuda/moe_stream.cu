@@ -291,17 +291,22 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
 
   auto* bars = reinterpret_cast<uint64_t*>(smem);
   auto* rings = reinterpret_cast<uint8_t*>(smem) + ((kWarps<kGateUp> * kStages * 8 + 15) / 16) * 16;
-  WarpStream<kStages> stream(rings + static_cast<size_t>(warp) * kStages * p.slot_bytes, p.slot_bytes,
-                             bars + warp * kStages);
+  // A step's two rows: gate_up's lie in two tensors, two copies; down's are adjacent, one
+  // copy into a slot of twice the size: half the copies to issue, gpt-oss-20b +0.5%
+  // (PERFORMANCE.md, session 70).
+  constexpr int kCopies = kGateUp ? 2 : 1;
+  WarpStream<kStages / (2 / kCopies)> stream(rings + static_cast<size_t>(warp) * kStages * p.slot_bytes,
+                                             p.slot_bytes * (2 / kCopies), bars + warp * kStages);
   // Issues step s, `ahead` steps past the loop's next (a copy walked there: a second
   // cursor kept beside it spilled registers).
   const auto issue = [&](int s, int ahead) {
     StepAt<kGateUp> at = next;
     for (int i = 0; i < ahead; ++i) at.advance(p);
     const Step st = s < steps ? step_of(at) : Step{};
-    for (int h = 0; h < 2; ++h) {
-      if (s >= steps) stream.issue(2 * s + h, nullptr, 0);
-      else stream.issue_unaligned(2 * s + h, row_src(st, h), static_cast<int>(p.row_bytes));
+    const int rows = kGateUp || st.row + 1 >= p.out ? 1 : 2;  // rows a copy
+    for (int h = 0; h < kCopies; ++h) {
+      if (s >= steps) stream.issue(kCopies * s + h, nullptr, 0);
+      else stream.issue_unaligned(kCopies * s + h, row_src(st, h), rows * static_cast<int>(p.row_bytes));
     }
   };
   for (int s = 0; s < kStages / 2; ++s) issue(s, s);
@@ -327,7 +332,10 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
       if constexpr (kGateUp) bias[0] = expert_bias(p.glu.gate_bias, at), bias[1] = expert_bias(p.glu.up_bias, at);
       else bias[0] = expert_bias(p.down_bias, at), bias[1] = expert_bias(p.down_bias, at + (st.row + 1 < p.out));
     }
-    const uint8_t* const rows[2] = {stream.wait(2 * s), stream.wait(2 * s + 1)};
+    const uint8_t* rows[2];
+    rows[0] = stream.wait(kCopies * s);
+    if constexpr (kGateUp) rows[1] = stream.wait(2 * s + 1);
+    else rows[1] = st.row + 1 < p.out ? rows[0] + p.row_bytes : rows[0];  // an odd last row read twice
     const int xr = kGateUp ? st.t : st.pair;
     float acc[2] = {0, 0};
     two_rows_dot<T>(rows, p.in, Q16Row(xq + xr * q16_row_stride(p.in), q16_layout(p.in)), &magnitudes_lo, acc);
