@@ -66,6 +66,7 @@ struct MatvecParams {
   int direct_blocks;  // blocks [0, direct_blocks) read direct rows
   int staged_rows;
   int team;   // warps per staged row: a power of two, 1 when a row has more than kWarps chunks
+  int chunk;  // elements a team member takes (staged_rows_regs; even_chunks)
   int teams;  // in the whole grid
   int slot_bytes;  // a ring slot: a chunk, + 16 when rows that are not 16-byte aligned copy whole chunks
   const float* x;  // {in, n}
@@ -148,12 +149,13 @@ struct LaneActs {
   const float* rest;   // N > 1: token t's 8 elements of step i at rest + (t - 1) · in + i · 256
   int in, n;
   __device__ static bool live(int i, int elems, int lane) { return i * 256 + lane * 8 < elems; }
-  // Chunk c of token 0's activations (token t at x0 + t · in), and where the others' are.
-  __device__ void load(const float* x0, int in_, int n_, int c, int elems, int lane) {
+  // Token 0's activations of the chunk at x0 (token t's at x0 + t · in), and where the
+  // others' are.
+  __device__ void load(const float* x0, int in_, int n_, int elems, int lane) {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i)
-      if (live(i, elems, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, x[i]);
-    if constexpr (N > 1) rest = x0 + in_ + c * kSteps * 256 + lane * 8, in = in_, n = n_;
+      if (live(i, elems, lane)) load_floats8(x0 + i * 256 + lane * 8, x[i]);
+    if constexpr (N > 1) rest = x0 + in_ + lane * 8, in = in_, n = n_;
   }
   // acc[k][t] += the lane's part of step i of the chunk in slot s[k] · token t.
   template <int K>
@@ -183,8 +185,8 @@ template <DType T>
 struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
   using Base = LaneActs<T, 1, Lanes::kGroups>;
   float xsum[kStageGroups];
-  __device__ void load(const float* x0, int in, int n, int c, int elems, int lane) {
-    Base::load(x0, in, n, c, elems, lane);
+  __device__ void load(const float* x0, int in, int n, int elems, int lane) {
+    Base::load(x0, in, n, elems, lane);
 #pragma unroll
     for (int i = 0; i < kStageGroups; ++i) {
       xsum[i] = 0;
@@ -265,7 +267,7 @@ struct LaneActs<T, 1, Lanes::kQ6Int8> {
   uint32_t ql_shift, qh_rot;         // its nibble and its 2-bit field, moved to bits 0-3 / 4-5
   // Launched only for rows of exactly kStageGroups groups (launch_matvec): every step lives.
   __device__ static constexpr bool live(int, int, int) { return true; }
-  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int /*elems*/, int lane) {
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int /*elems*/, int lane) {
     const int e = lane * 8, half = e / 128, k = (e % 128) / 32, l = e % 32;
     const auto opaque = [](int v) {
       int r;
@@ -277,7 +279,7 @@ struct LaneActs<T, 1, Lanes::kQ6Int8> {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       float v[8];
-      load_floats8(x0 + (c * kSteps + i) * 256 + e, v);
+      load_floats8(x0 + i * 256 + e, v);
       const LaneInt8Terms t(v);
       hi[i][0] = t.hi[0], hi[i][1] = t.hi[1], lo[i][0] = t.lo[0], lo[i][1] = t.lo[1];
       seed[i] = -32 * t.sum;
@@ -327,14 +329,14 @@ struct LaneActs<T, 1, Lanes::kQ8Int8> {
   float xscale[kSteps];              // dx / 254
   int scale_at, code_at;             // the lane's block and codes, bytes into a group
   __device__ static bool live(int i, int elems, int lane) { return i * 256 + lane * 8 < elems; }
-  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int elems, int lane) {
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int elems, int lane) {
     scale_at = 34 * (lane / 4), code_at = scale_at + 2 + 8 * (lane % 4);
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       // Every lane takes part in the block's max (lanes past the chunk's end with zeros):
       // a block's 4 lanes live or not together, as elems is a multiple of 32.
       float v[8] = {};
-      if (live(i, elems, lane)) load_floats8(x0 + (c * kSteps + i) * 256 + lane * 8, v);
+      if (live(i, elems, lane)) load_floats8(x0 + i * 256 + lane * 8, v);
       const LaneInt8Terms t(v);
       hi[i][0] = t.hi[0], hi[i][1] = t.hi[1], lo[i][0] = t.lo[0], lo[i][1] = t.lo[1];
       xscale[i] = t.xscale;
@@ -373,13 +375,13 @@ struct LaneActs<T, 1, Lanes::kRuns16> {
   static constexpr int kSteps = kStageGroups / 2;
   float x[kSteps][16], xsum[kSteps];
   __device__ static bool live(int i, int elems, int lane) { return (2 * i + lane / 16) * 256 < elems; }
-  __device__ void load(const float* x0, int /*in*/, int /*n*/, int c, int elems, int lane) {
+  __device__ void load(const float* x0, int /*in*/, int /*n*/, int elems, int lane) {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       xsum[i] = 0;
       if (!live(i, elems, lane)) continue;
       const auto* at =
-          reinterpret_cast<const float4*>(x0 + (c * kStageGroups + 2 * i + lane / 16) * 256 + (lane % 16) * 16);
+          reinterpret_cast<const float4*>(x0 + (2 * i + lane / 16) * 256 + (lane % 16) * 16);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const float4 v = __ldg(at + q);
@@ -429,6 +431,14 @@ struct RowCursor {
   }
 };
 
+// Whether a team's members take parts of a row as even as whole groups allow
+// (gpt-oss-20b's rows of 2880: 1536 + 1344, not 2048 + 832): where a group's bytes keep
+// a slot's 16-byte alignment; the others' members take kStageGroups groups each.
+template <DType T>
+constexpr bool even_chunks() {
+  return bytes_per_256<T>() % 16 == 0;
+}
+
 // Shared memory of the staged blocks: each warp's mbarriers, then its slots.
 template <DType T>
 __device__ __forceinline__ WarpStream<kStages> warp_stream(uint4* smem, int warp, int slot_bytes) {
@@ -467,7 +477,6 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
 // copied from the boundary below it (WarpStream::issue_unaligned).
 template <DType T, int N, bool kInt8 = false>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
-  constexpr int kSlot = stage_bytes<T>(), kChunkElems = kStageGroups * 256;
   static_assert(kStages == 4, "two rows in use and two in flight");
   __shared__ float part[2][2][N][kWarps];  // [row pair parity][row of the pair][token][warp]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -476,14 +485,16 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   const int per = (p.staged_rows + p.teams - 1) / p.teams, first = team_id * per;
   const int rows = first < p.staged_rows ? min(per, p.staged_rows - first) : 0;
   // A member past the row's last chunk computes nothing but meets its team.
-  const bool idle = c * kChunkElems >= p.in;
-  const int elems = idle ? 0 : min(kChunkElems, p.in - c * kChunkElems);
+  const int chunk = even_chunks<T>() ? p.chunk : kStageGroups * 256;
+  const bool idle = c * chunk >= p.in;
+  const int elems = idle ? 0 : min(chunk, p.in - c * chunk);
   const int bytes = elems / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
+  const int chunk_bytes = chunk / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
   WarpStream<kStages> stream = warp_stream<T>(smem, warp, p.slot_bytes);
   RowCursor fetch(p, first), work = fetch;
   const auto issue = [&](int i) {
     if (idle || i >= rows) return stream.issue(i, nullptr, 0);
-    stream.issue_unaligned(i, fetch.chunk(p, c, kSlot), bytes);
+    stream.issue_unaligned(i, fetch.chunk(p, c, chunk_bytes), bytes);
     fetch.next(p, 1);
   };
   issue(0);
@@ -493,7 +504,7 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   using Acts = std::conditional_t<kInt8, LaneActs<T, 1, T == DType::Q6_K ? Lanes::kQ6Int8 : Lanes::kQ8Int8>,
                                   LaneActs<T, N>>;
   Acts xa;
-  xa.load(p.x, p.in, p.n, c, elems, lane);
+  xa.load(p.x + c * chunk, p.in, p.n, elems, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
     issue(r + 2);
@@ -685,6 +696,8 @@ void launch_matvec_kernel(MatvecParams& p, cudaStream_t s) {
       p.team = 1;
       while (p.team < chunks && p.team < kWarps) p.team *= 2;
       if (p.team < chunks) p.team = 1;
+      p.chunk = kStageGroups * 256;
+      if constexpr (even_chunks<T>()) p.chunk = std::min(kStageGroups, ceil_div(ceil_div(p.in, 256), p.team)) * 256;
       // Each direct block takes about one staged block's place on its SM.
       staged_blocks =
           std::min(ceil_div(p.staged_rows, kWarps / p.team), std::max(resident - p.direct_blocks, resident / 2));

@@ -730,6 +730,20 @@ void check_ops(Checker& c) {
       }
     }
   }
+  // LM heads (kLmHeadMinRows rows or more) at one token: on the matvec's int8 lanes Q6_K
+  // rows of 2048 (the flagship's) and Q8_0 rows that are not whole chunks (matmul_few takes
+  // those that are), whose team members take parts as even as whole groups allow (640: one
+  // warp; gpt-oss-20b's 2880: 1536 + 1344; 4128: three of 1280 and 288); on matmul_few Q8_0
+  // rows of 2048.
+  const std::pair<DType, int64_t> lm_heads[] = {
+      {DType::Q6_K, 2048}, {DType::Q8_0, 640}, {DType::Q8_0, 2880}, {DType::Q8_0, 4128}, {DType::Q8_0, 2048}};
+  for (auto [t, in] : lm_heads) {
+    const int64_t out = cuda::kLmHeadMinRows + 101;
+    auto w = c.weight(t, {in, out}, 0.03f);
+    const auto y = c.matmul_fresh(w, 1);
+    c.report("matmul " + tname(t) + " LM head in=" + std::to_string(in) + " out=" + std::to_string(out) + " n=1",
+             c.rel_err(y), matmul_tol(w.gpu, 1));
+  }
   // Q6_K rows that are not 16-byte multiples on matmul_few, each of a tile's rows copied
   // from its own 16-byte boundary (at one token on DP4A, words read at each row's shift):
   // Gemma 3 12B's attn_v (3840: 3150 bytes, split in three at one token), its down
