@@ -121,7 +121,8 @@ class Transformer final : public Model {
       Tensor attn = blocks::attention(be_, L.attn, attn_, batch, il, h);
       trace(attn, "attn_out", il);
       const Tensor hf = blocks::add_rms_norm(be_, x, attn, L.ffn_norm, eps_);
-      Tensor ffn = variant_.moe ? blocks::moe(be_, L.moe, moe_, hf) : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
+      Tensor ffn =
+          variant_.moe ? blocks::moe(be_, L.moe, moe_, hf) : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
       trace(ffn, "ffn_out", il);
       be_.add_rms_norm(x, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x,
                        h_next);
