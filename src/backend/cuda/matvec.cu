@@ -421,9 +421,9 @@ struct RowCursor {
   __device__ void settle(const MatvecParams& p) {
     while (job + 1 < p.n_jobs && (!p.jobs[job].staged || row >= p.jobs[job].first_row + p.jobs[job].rows)) ++job;
   }
-  __device__ const uint8_t* chunk(const MatvecParams& p, int c, int slot_bytes) const {
+  __device__ const uint8_t* chunk(const MatvecParams& p, int c, int chunk_bytes) const {
     const MatvecJob& j = p.jobs[job];
-    return j.w + static_cast<size_t>(row - j.first_row) * j.row_bytes + c * slot_bytes;
+    return j.w + static_cast<size_t>(row - j.first_row) * j.row_bytes + c * chunk_bytes;
   }
   __device__ void store(const MatvecParams& p, int t, float v) const {
     const MatvecJob& j = p.jobs[job];
