@@ -71,8 +71,8 @@ void embed(const Tensor& table, const Tensor& ids, const Tensor& out, cudaStream
 enum class NormKind { Rms, L2 };
 void row_norm(NormKind kind, const float* x, const float* w, const float* z, float eps, float* y, int64_t d,
               int64_t rows, cudaStream_t s);
-// sum = a + b', b' = b (+ b_bias {d} on each row) (then rms_norm(b') * b_w with b_w; sum may alias a or
-// b); y = rms_norm(sum) * w.
+// sum = a + b' (sum may alias a or b), y = rms_norm(sum) * w; b' is b, plus b_bias {d} on
+// each row where given, then rms_norm(b') * b_w where b_w is given.
 void add_rms_norm(const float* a, const float* b, const float* b_bias, const float* b_w, const float* w, float eps,
                   float* sum, float* y, int64_t d, int64_t rows, cudaStream_t s);
 // RopeParams' fields, with freq_factors ({n_rot/2} divisors, or null) as a device pointer.

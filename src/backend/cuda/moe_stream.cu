@@ -38,7 +38,7 @@ constexpr size_t kSmemBudget = 220 * 1024;
 constexpr size_t kLargeExpertBytes = size_t{1} << 20;
 
 struct StreamParams {
-  const uint8_t* w[2];  // gate_up: gate, up {in, out, E}; down: down {in, out, E} twice
+  const uint8_t* w[2];  // gate_up: gate, up {in, out, E}; down: down {in, out, E}, w[1] unused
   size_t row_bytes;     // a row of `in` elements
   int in, out;          // a row's elements; rows an expert
   int slot_bytes;
@@ -284,9 +284,9 @@ __global__ void __launch_bounds__(32 * kWarps<kGateUp>, 1) moe_stream_kernel(con
     st.e = st.valid ? e : 0;  // a bad id reads expert 0 and writes NaN (gate_up)
     return st;
   };
+  // Row `row` of tensor h (down's copy takes row + 1 with it).
   const auto row_src = [&](const Step& st, int h) {
-    const int r = kGateUp ? st.row : min(st.row + h, p.out - 1);
-    return p.w[h] + (static_cast<size_t>(st.e) * p.out + r) * p.row_bytes;
+    return p.w[h] + (static_cast<size_t>(st.e) * p.out + st.row) * p.row_bytes;
   };
 
   auto* bars = reinterpret_cast<uint64_t*>(smem);
@@ -427,7 +427,7 @@ bool stream_down(const ExpertWeights& ex, int k, int n, const Routing& route, co
                  const ExpertParts* parts, cudaStream_t s) {
   StreamParams p{};
   if (n > kExpertDecodeMaxTokens || n * k > kMaxPairs || !stream_shape<false>(p, ex.down, n * k)) return false;
-  p.w[0] = p.w[1] = static_cast<const uint8_t*>(ex.down.data);
+  p.w[0] = static_cast<const uint8_t*>(ex.down.data);
   p.x = act, p.route = route, p.down_bias = ex.down_bias.as<const float>();
   p.y = parts ? parts->sums : y.as<float>();
   p.part_weights = parts ? parts->weights : nullptr;
