@@ -212,6 +212,12 @@ class Backend {
   // (Gemma's post-norms).
   virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor* b_bias, const Tensor* b_norm,
                             const Tensor& w, float eps, const Tensor& sum, const Tensor& y) = 0;
+  // add_rms_norm(a, b, -, -, norm_w, eps, sum, h), then matmul_many(w, h, y): a block's
+  // norm and the projections that read it (the MoE router's launch). sum aliases
+  // neither a nor b.
+  virtual void add_rms_norm_matmul_many(const Tensor& a, const Tensor& b, const Tensor& norm_w, float eps,
+                                        const Tensor& sum, const Tensor& h, std::span<const Tensor> w,
+                                        std::span<const Tensor> y) = 0;
   // The Gated DeltaNet input stage: c = causal_conv_silu(qkv {2·Hk·dk + H·dv, n},
   // conv_w, conv_state); q, k {dk, Hk, n} = c's first two Hk·dk columns, each head
   // l2_norm'ed with l2_eps; v {dv, H, n} = the rest; g, beta = gdn_gates(a, b, ...).

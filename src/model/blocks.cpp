@@ -216,21 +216,40 @@ Tensor glu_ffn(Backend& be, const FfnWeights& w, const Tensor& x, Glu act) {
   return linear(be, w.down, gu[0]);
 }
 
-Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x) {
-  const int64_t n = x.rows();
-  // The router and the shared expert's gate, up and gate logit read x in one call.
-  const bool shared = !w.shared.gate.empty(), gated = shared && !w.shared_gate.empty();
+namespace {
+// The router and the shared expert's gate, up and gate logit: the weights of one call.
+std::vector<Tensor> router_weights(const MoeWeights& w) {
   std::vector<Tensor> ws{w.router};
-  if (shared) ws.insert(ws.end(), {w.shared.gate, w.shared.up});
-  if (gated) ws.push_back(w.shared_gate);
-  const std::vector<Tensor> proj = linear_many(be, ws, x);
+  if (!w.shared.gate.empty()) ws.insert(ws.end(), {w.shared.gate, w.shared.up});
+  if (!w.shared.gate.empty() && !w.shared_gate.empty()) ws.push_back(w.shared_gate);
+  return ws;
+}
+// The rest of the block, on x and router_weights(w)'s outputs.
+Tensor moe_from_router(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x,
+                       const std::vector<Tensor>& proj) {
   const Tensor& logits = proj[0];  // {E, n}
   if (!w.router_bias.empty()) be.add(logits, w.router_bias, logits);
-  Tensor y = be.scratch(DType::F32, {x.ne[0], n});
+  Tensor y = be.scratch(DType::F32, {x.ne[0], x.rows()});
+  const bool shared = !w.shared.gate.empty();
   Backend::SharedExpert shared_expert;
-  if (shared) shared_expert = {proj[1], proj[2], w.shared.down, gated ? &proj[3] : nullptr};
+  if (shared) shared_expert = {proj[1], proj[2], w.shared.down, proj.size() > 3 ? &proj[3] : nullptr};
   be.moe_block(x, logits, opt.n_used, opt.renormalize, w.experts, shared ? &shared_expert : nullptr, y);
   return y;
+}
+}  // namespace
+
+Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x) {
+  return moe_from_router(be, w, opt, x, linear_many(be, router_weights(w), x));
+}
+
+Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& a, const Tensor& b,
+                     const Tensor& norm, float eps, const Tensor& sum) {
+  const std::vector<Tensor> ws = router_weights(w);
+  std::vector<Tensor> proj;
+  for (const Tensor& wi : ws) proj.push_back(be.scratch(DType::F32, {wi.ne[1], a.rows()}));
+  const Tensor h = be.scratch(DType::F32, {a.ne[0], a.rows()});
+  be.add_rms_norm_matmul_many(a, b, norm, eps, sum, h, ws, proj);
+  return moe_from_router(be, w, opt, h, proj);
 }
 
 }  // namespace zinc::blocks

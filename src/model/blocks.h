@@ -111,5 +111,10 @@ struct MoeOptions {
   bool renormalize = true;
 };
 Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x);
+// moe(w, opt, h) of h = rms_norm(sum = a + b, norm, eps): the residual add and the norm
+// before a MoE block formed in the router's launch (add_rms_norm_matmul_many); sum must
+// not alias a or b.
+Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& a, const Tensor& b,
+                     const Tensor& norm, float eps, const Tensor& sum);
 
 }  // namespace zinc::blocks

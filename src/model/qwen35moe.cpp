@@ -135,12 +135,20 @@ class Qwen35 final : public Model {
       Tensor mix = L.full_attention ? blocks::attention(be_, L.attn, attn_, batch, il, h)
                                     : blocks::gated_delta_net(be_, L.gdn, gdn_, batch, il, h);
       trace(mix, L.full_attention ? "attn_out" : "gdn_out", il);
-      const Tensor hf = blocks::add_rms_norm(be_, x, mix, L.post_attention_norm, eps_);
-      Tensor ffn = moe_mode_ ? blocks::moe(be_, L.moe, moe_opt, hf)
-                             : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
+      // x + mix goes to x_mid (the MoE router's launch forms it with its norm), the layer's
+      // output back to x.
+      const Tensor x_mid = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
+      Tensor ffn;
+      if (moe_mode_) {
+        ffn = blocks::moe_after_add(be_, L.moe, moe_opt, x, mix, L.post_attention_norm, eps_, x_mid);
+      } else {
+        const Tensor hf = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
+        be_.add_rms_norm(x, mix, nullptr, nullptr, L.post_attention_norm, eps_, x_mid, hf);
+        ffn = blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
+      }
       trace(ffn, "ffn_out", il);
-      be_.add_rms_norm(x, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x,
-                       h_next);
+      be_.add_rms_norm(x_mid, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_,
+                       eps_, x, h_next);
       trace(x, "layer_out", il);
       be_.scratch_rewind(layer_start);
       std::swap(h, h_next);

@@ -450,6 +450,12 @@ class CpuBackend final : public Backend {
     rms_norm(sum, &w, eps, y);
   }
 
+  void add_rms_norm_matmul_many(const Tensor& a, const Tensor& b, const Tensor& norm_w, float eps, const Tensor& sum,
+                                const Tensor& h, std::span<const Tensor> w, std::span<const Tensor> y) override {
+    add_rms_norm(a, b, nullptr, nullptr, norm_w, eps, sum, h);
+    matmul_many(w, h, y);
+  }
+
   void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,
                    const Tensor& b, const Tensor& dt_bias, const Tensor& a_neg, float l2_eps, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta) override {

@@ -36,7 +36,7 @@ enum class OpId : uint64_t {
   Zero = 1, Copy, Embed, Matmul, RmsNorm, L2Norm, RmsNormGated, Rope, Add, Swiglu, MulSigmoid, SliceCols,
   GdnGates, CausalConv, DeltaRule, KvStore, Attention, MoeRoute, MoeFfn, Argmax,
   MatmulMany, AddRmsNorm, GdnPrepare, SharedExpertAdd, GdnCore, AttentionPrepare, AttentionGated,
-  MoeBlock, SampleRows, Geglu, Scale, TokenLogprobs,
+  MoeBlock, SampleRows, Geglu, Scale, TokenLogprobs, AddRmsNormMatmulMany,
 };
 // For zinc bench --profile: names in OpId order (extend both together).
 const char* op_name(uint64_t id) {
@@ -44,7 +44,8 @@ const char* op_name(uint64_t id) {
       "rms_norm_gated", "rope", "add", "swiglu", "mul_sigmoid", "slice_cols", "gdn_gates", "causal_conv",
       "delta_rule", "kv_store", "attention", "moe_route", "moe_ffn", "argmax", "matmul_many", "add_rms_norm",
       "gdn_prepare", "shared_expert_add", "gdn_core", "attention_prepare",
-      "attention_gated", "moe_block", "sample_rows", "geglu", "scale", "token_logprobs"};
+      "attention_gated", "moe_block", "sample_rows", "geglu", "scale", "token_logprobs",
+      "add_rms_norm_matmul_many"};
   return id < std::size(names) ? names[id] : "?";
 }
 
@@ -477,6 +478,31 @@ class CudaBackend final : public Backend {
       cuda::add_rms_norm(a.as<const float>(), b.as<const float>(), bb, bw, w.as<const float>(), eps, sum.as<float>(),
                          y.as<float>(), a.ne[0], a.rows(), s);
     });
+  }
+
+  void add_rms_norm_matmul_many(const Tensor& a, const Tensor& b, const Tensor& norm_w, float eps, const Tensor& sum,
+                                const Tensor& h, std::span<const Tensor> w, std::span<const Tensor> y) override {
+    if (!cuda::matvec_norm_takes(w, a)) {
+      add_rms_norm(a, b, nullptr, nullptr, norm_w, eps, sum, h);
+      matmul_many(w, h, y);
+      return;
+    }
+    check_f32(a, "add_rms_norm_matmul_many");
+    check(b.n_elements() == a.n_elements() && sum.n_elements() == a.n_elements() && h.n_elements() == a.n_elements(),
+          "add_rms_norm_matmul_many", "shapes differ");
+    check(norm_w.ne[0] == a.ne[0] && norm_w.type == DType::F32, "add_rms_norm_matmul_many", "norm weight shape/type");
+    check(sum.data != a.data && sum.data != b.data, "add_rms_norm_matmul_many", "sum aliases an input");
+    check(w.size() == y.size(), "add_rms_norm_matmul_many", "one output per weight");
+    Key key(OpId::AddRmsNormMatmulMany);
+    key << a << b << norm_w << eps << sum << h;
+    for (size_t i = 0; i < w.size(); ++i) {
+      check_f32(y[i], "add_rms_norm_matmul_many");
+      check(a.ne[0] == w[i].ne[0], "add_rms_norm_matmul_many", "a's rows differ from a weight's");
+      check(y[i].ne[0] == w[i].rows() && y[i].rows() == 1, "add_rms_norm_matmul_many", "y shape mismatch");
+      key << w[i] << y[i];
+    }
+    submit(key, [=, ws = std::vector<Tensor>(w.begin(), w.end()), ys = std::vector<Tensor>(y.begin(), y.end())](
+                    cudaStream_t s) { cuda::add_rms_norm_matvec_many(a, b, norm_w, eps, sum, h, ws, ys, s); });
   }
 
   void gdn_prepare(const Tensor& qkv, const Tensor& conv_w, const Tensor& conv_state, const Tensor& a,

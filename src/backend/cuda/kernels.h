@@ -25,6 +25,12 @@ inline constexpr int64_t kExpertDecodeMaxTokens = 8;
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for n <= kMatvecMaxTokens, in one launch per weight type (F32 weights join any).
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s);
+// sum = a + b, h = rms_norm(sum) · norm_w and y[i] = h · w[i]ᵀ in one launch, where
+// matvec_norm_takes(w, a): one token of at most 4096 elements (a multiple of 8), weights
+// that matvec_many would take in one launch. sum aliases neither a nor b.
+bool matvec_norm_takes(std::span<const Tensor> w, const Tensor& a);
+void add_rms_norm_matvec_many(const Tensor& a, const Tensor& b, const Tensor& norm_w, float eps, const Tensor& sum,
+                              const Tensor& h, std::span<const Tensor> w, std::span<const Tensor> y, cudaStream_t s);
 void matmul_tiled(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s);
 // y[i] = x · w[i]ᵀ for kFewMinTokens to kFewMaxTokens tokens (one sequence or several
 // decoding) on the tensor cores, each weight byte read once (matmul_few.cu): Q8_0,

@@ -71,6 +71,15 @@ struct MatvecParams {
   int slot_bytes;  // a ring slot: a chunk, + 16 when rows that are not 16-byte aligned copy whole chunks
   const float* x;  // {in, n}
   int in, n;
+  // matvec_norm_kernel (one token): each block forms rms_norm(x + x_add) · norm_w itself,
+  // in its shared memory from uint4 norm_at on; block 0 writes x + x_add to sum and the
+  // normed row to normed.
+  const float* x_add;
+  const float* norm_w;
+  float* sum;
+  float* normed;
+  float eps;
+  int norm_at;
 };
 
 // f(std::integral_constant<int, A>{}) with A the alignment (8, 4 or 2 bytes) of a
@@ -150,8 +159,9 @@ struct LaneActs {
   int in, n;
   __device__ static bool live(int i, int elems, int lane) { return i * 256 + lane * 8 < elems; }
   // Token 0's activations of the chunk at x0 (token t's at x0 + t · in), and where the
-  // others' are.
-  __device__ void load(const float* x0, int in_, int n_, int elems, int lane) {
+  // others' are (a const float*, or SharedFloats for one token).
+  template <class X>
+  __device__ void load(X x0, int in_, int n_, int elems, int lane) {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i)
       if (live(i, elems, lane)) load_floats8(x0 + i * 256 + lane * 8, x[i]);
@@ -185,7 +195,8 @@ template <DType T>
 struct LaneActs<T, 1, Lanes::kMarked8> : LaneActs<T, 1, Lanes::kGroups> {
   using Base = LaneActs<T, 1, Lanes::kGroups>;
   float xsum[kStageGroups];
-  __device__ void load(const float* x0, int in, int n, int elems, int lane) {
+  template <class X>
+  __device__ void load(X x0, int in, int n, int elems, int lane) {
     Base::load(x0, in, n, elems, lane);
 #pragma unroll
     for (int i = 0; i < kStageGroups; ++i) {
@@ -375,16 +386,16 @@ struct LaneActs<T, 1, Lanes::kRuns16> {
   static constexpr int kSteps = kStageGroups / 2;
   float x[kSteps][16], xsum[kSteps];
   __device__ static bool live(int i, int elems, int lane) { return (2 * i + lane / 16) * 256 < elems; }
-  __device__ void load(const float* x0, int /*in*/, int /*n*/, int elems, int lane) {
+  template <class X>
+  __device__ void load(X x0, int /*in*/, int /*n*/, int elems, int lane) {
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       xsum[i] = 0;
       if (!live(i, elems, lane)) continue;
-      const auto* at =
-          reinterpret_cast<const float4*>(x0 + (2 * i + lane / 16) * 256 + (lane % 16) * 16);
+      const X at = x0 + (2 * i + lane / 16) * 256 + (lane % 16) * 16;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const float4 v = __ldg(at + q);
+        const float4 v = load_float4(at + 4 * q);
         x[i][4 * q] = v.x, x[i][4 * q + 1] = v.y, x[i][4 * q + 2] = v.z, x[i][4 * q + 3] = v.w;
       }
 #pragma unroll
@@ -470,13 +481,79 @@ __device__ __forceinline__ void team_sync(int team, int threads) {
   }
 }
 
+// Where a block's activations come from once it has waited for the kernel before it
+// (begin), and the factor its dot products take (scale): x as given (PlainInput), or
+// formed by the block (NormedInput).
+struct PlainInput {
+  __device__ const float* begin(const MatvecParams& p) const {
+    pdl_begin();
+    return p.x;
+  }
+  __device__ static constexpr float scale() { return 1.0f; }
+};
+// (x + x_add) · norm_w formed by every block in its shared memory xs (one token, at most
+// kNormMaxIn elements), the norm's factor applied to the dot products: a MoE block's
+// router launch then needs no norm kernel before it (the one norm of a decode step
+// whose launch is not hidden behind a weight stream: +2.4% bounded, PERFORMANCE.md,
+// session 48). norm_w is a weight, loaded before the wait.
+constexpr int kNormMaxIn = 4096;
+struct NormedInput {
+  float* xs;
+  float inv = 0;  // rsqrt(mean((x + x_add)²) + eps)
+  __device__ SharedFloats begin(const MatvecParams& p) {
+    constexpr int kPer = kNormMaxIn / (4 * 32 * kWarps);
+    __shared__ float warp_ss[kWarps];
+    const auto at = [&](int k) { return (k * 32 * kWarps + static_cast<int>(threadIdx.x)) * 4; };
+    float4 w[kPer] = {}, a[kPer] = {}, b[kPer] = {};
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (at(k) < p.in) w[k] = load_float4(p.norm_w + at(k));
+    pdl_begin();
+    // Plain loads: the compiler moved read-only-path ones (__ldg) of x and x_add above
+    // griddepcontrol.wait, next to norm_w's, and they read the previous kernel's output
+    // before it was written (qwen35moe's tiny decode wrong, session 71).
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (at(k) >= p.in) continue;
+      a[k] = *reinterpret_cast<const float4*>(p.x + at(k));
+      b[k] = *reinterpret_cast<const float4*>(p.x_add + at(k));
+    }
+    float ss = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      if (at(k) >= p.in) continue;
+      const float4 v = make_float4(a[k].x + b[k].x, a[k].y + b[k].y, a[k].z + b[k].z, a[k].w + b[k].w);
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      if (blockIdx.x == 0) *reinterpret_cast<float4*>(p.sum + at(k)) = v;
+      *reinterpret_cast<float4*>(xs + at(k)) = make_float4(v.x * w[k].x, v.y * w[k].y, v.z * w[k].z, v.w * w[k].w);
+    }
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) warp_ss[threadIdx.x / 32] = ss;
+    __syncthreads();  // xs and warp_ss
+    float total = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) total += warp_ss[i];
+    inv = rsqrtf(total / p.in + p.eps);
+    if (blockIdx.x == 0) {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (at(k) >= p.in) continue;
+        const float4 v = *reinterpret_cast<const float4*>(xs + at(k));
+        *reinterpret_cast<float4*>(p.normed + at(k)) = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+      }
+    }
+    return {xs};
+  }
+  __device__ float scale() const { return inv; }
+};
+
 // Up to kMaxDotTokens tokens (n <= N), rows of at most kWarps chunks: each warp of a
 // team holds its chunk of token 0's activations in registers (LaneActs) and takes its
 // rows two at a time (two independent dot products per lane and token), with two more
 // rows in flight. A row that does not start on a 16-byte boundary (stageable) is
 // copied from the boundary below it (WarpStream::issue_unaligned).
-template <DType T, int N, bool kInt8 = false>
-__device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem) {
+template <DType T, int N, bool kInt8 = false, class In = PlainInput>
+__device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem, In in = {}) {
   static_assert(kStages == 4, "two rows in use and two in flight");
   __shared__ float part[2][2][N][kWarps];  // [row pair parity][row of the pair][token][warp]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -499,12 +576,12 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   };
   issue(0);
   issue(1);
-  pdl_begin();
+  const auto x = in.begin(p);
 
   using Acts = std::conditional_t<kInt8, LaneActs<T, 1, T == DType::Q6_K ? Lanes::kQ6Int8 : Lanes::kQ8Int8>,
                                   LaneActs<T, N>>;
   Acts xa;
-  xa.load(p.x + c * chunk, p.in, p.n, elems, lane);
+  xa.load(x + c * chunk, p.in, p.n, elems, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
     issue(r + 2);
@@ -546,12 +623,12 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     }
 #pragma unroll
     for (int t = 0; t < N; ++t)
-      if (lane == 0 && member == 0 && (N == 1 || t < p.n)) work.store(p, t, sum[0][t]);
+      if (lane == 0 && member == 0 && (N == 1 || t < p.n)) work.store(p, t, sum[0][t] * in.scale());
     work.next(p, 1);
     if (two) {
 #pragma unroll
       for (int t = 0; t < N; ++t)
-        if (lane == 0 && member == 0 && (N == 1 || t < p.n)) work.store(p, t, sum[1][t]);
+        if (lane == 0 && member == 0 && (N == 1 || t < p.n)) work.store(p, t, sum[1][t] * in.scale());
       work.next(p, 1);
     }
   }
@@ -615,18 +692,28 @@ __device__ __forceinline__ void staged_rows_mem(const MatvecParams& p, uint4* sm
 
 // Directly read rows from r0 of job j: each warp its own kRowsPerWarp rows, or
 // (split) all warps the same rows, adding their parts in a fixed order.
-template <DType T, int N>
-__device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecParams& p, int r0) {
+template <DType T, int N, class In = PlainInput>
+__device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecParams& p, int r0, In in = {}) {
   __shared__ float part[kWarps][kRowsPerWarp][kMaxDotTokens];
-  pdl_begin();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (!j.split) r0 += warp * kRowsPerWarp;
   const uint8_t* rows[kRowsPerWarp];
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) rows[i] = j.w + static_cast<size_t>(min(r0 + i, j.rows - 1)) * j.row_bytes;
+  if constexpr (!std::is_same_v<In, PlainInput>) {
+    // The lane's weight bytes asked into L1 before the wait: NormedInput's prologue
+    // would otherwise put an L2 round trip and a block barrier before their first load.
+    constexpr int kElems = Dequant<T>::kBlockElems, kBytes = Dequant<T>::kBlockBytes;
+    for (int e = (j.split ? warp : 0) * 256 + lane * 8; e < p.in; e += (j.split ? kWarps : 1) * 256)
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(rows[i] + static_cast<size_t>(e / kElems) * kBytes +
+                                                      e % kElems * kBytes / kElems));
+  }
+  const auto x = in.begin(p);
   float acc[kRowsPerWarp][kMaxDotTokens] = {};
-  if (j.split) rows_dot<T, kRowsPerWarp, kDirectGroups, N>(rows, p.in, warp, kWarps, p.x, p.in, p.n, acc);
-  else rows_dot<T, kRowsPerWarp, kDirectGroups, N>(rows, p.in, 0, 1, p.x, p.in, p.n, acc);
+  if (j.split) rows_dot<T, kRowsPerWarp, kDirectGroups, N>(rows, p.in, warp, kWarps, x, p.in, p.n, acc);
+  else rows_dot<T, kRowsPerWarp, kDirectGroups, N>(rows, p.in, 0, 1, x, p.in, p.n, acc);
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i)
 #pragma unroll
@@ -635,7 +722,7 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
         const float s = warp_sum(acc[i][t]);
         if (lane == 0) {
           if (j.split) part[warp][i][t] = s;
-          else if (r0 + i < j.rows) j.y[static_cast<int64_t>(t) * j.rows + r0 + i] = s;
+          else if (r0 + i < j.rows) j.y[static_cast<int64_t>(t) * j.rows + r0 + i] = s * in.scale();
         }
       }
     }
@@ -646,7 +733,7 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
     float s = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) s += part[w][i][t];
-    j.y[static_cast<int64_t>(t) * j.rows + r0 + i] = s;
+    j.y[static_cast<int64_t>(t) * j.rows + r0 + i] = s * in.scale();
   }
 }
 
@@ -660,14 +747,14 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
   staged_rows_regs<T, 1, true>(p, stage);
 }
 
-// N: the token count it is compiled for, n <= N (launch_for_tokens).
-template <DType T, int N>
-__global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(const __grid_constant__ MatvecParams p) {
-  extern __shared__ uint4 stage[];
+// A block's rows: staged (from blocks direct_blocks on) or read directly.
+template <DType T, int N, class In = PlainInput>
+__device__ __forceinline__ void block_rows(const MatvecParams& p, uint4* stage, In in = {}) {
   if constexpr (T != DType::F32) {
     if (static_cast<int>(blockIdx.x) >= p.direct_blocks) {
-      if (p.team * kStageGroups * 256 >= p.in) return staged_rows_regs<T, N>(p, stage);
-      return staged_rows_mem<T, N>(p, stage);
+      if (p.team * kStageGroups * 256 >= p.in) return staged_rows_regs<T, N>(p, stage, in);
+      if constexpr (std::is_same_v<In, PlainInput>) return staged_rows_mem<T, N>(p, stage);
+      return;  // NormedInput's rows (kNormMaxIn) always fit a team
     }
   }
   int j = 0;  // the last direct job starting at or before this block
@@ -676,21 +763,39 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(co
   const MatvecJob& job = p.jobs[j];
   const int r0 = (blockIdx.x - job.first_block) * job.rows_per_block;
   if constexpr (T != DType::F32) {
-    if (job.f32) return direct_rows<DType::F32, N>(job, p, r0);
+    if (job.f32) return direct_rows<DType::F32, N>(job, p, r0, in);
   }
-  direct_rows<T, N>(job, p, r0);
+  direct_rows<T, N>(job, p, r0, in);
+}
+
+// N: the token count it is compiled for, n <= N (launch_for_tokens).
+template <DType T, int N>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM) matvec_kernel(const __grid_constant__ MatvecParams p) {
+  extern __shared__ uint4 stage[];
+  block_rows<T, N>(p, stage);
+}
+
+// One token, x formed by every block from a residual add and the RMS norm after it
+// (NormedInput; add_rms_norm_matvec_many): a MoE block's router launch.
+template <DType T>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
+    matvec_norm_kernel(const __grid_constant__ MatvecParams p) {
+  extern __shared__ uint4 stage[];
+  block_rows<T, 1>(p, stage, NormedInput{reinterpret_cast<float*>(stage + p.norm_at)});
 }
 
 // Staged blocks: as many as fit on the GPU beside the direct ones, at most one team per row.
+// norm_bytes: NormedInput's row after the slots (matvec_norm_kernel), else 0.
 template <DType T, int N, auto Kernel>
-void launch_matvec_kernel(MatvecParams& p, cudaStream_t s) {
+void launch_matvec_kernel(MatvecParams& p, cudaStream_t s, size_t norm_bytes = 0) {
   size_t smem = 0;
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
       smem = stage_smem_bytes(p.slot_bytes);
-      // Counted at the padded size: the same for either.
-      static const int resident = resident_blocks<Kernel>(32 * kWarps, stage_smem_bytes(slot_bytes_for<T>(true)));
+      // Counted at the padded size and the longest row: the same for every launch.
+      static const int resident = resident_blocks<Kernel>(
+          32 * kWarps, stage_smem_bytes(slot_bytes_for<T>(true)) + (norm_bytes > 0 ? kNormMaxIn * sizeof(float) : 0));
       // A warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;
@@ -704,6 +809,8 @@ void launch_matvec_kernel(MatvecParams& p, cudaStream_t s) {
       p.teams = staged_blocks * (kWarps / p.team);
     }
   }
+  p.norm_at = static_cast<int>(smem / 16);
+  smem += norm_bytes;
   launch_pdl_smem(Kernel, p.direct_blocks + staged_blocks, 32 * kWarps, smem, s, p);
 }
 
@@ -761,58 +868,91 @@ __global__ void embed_kernel(const __grid_constant__ EmbedParams p) {
   o[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
+// The next launch of matvec_many: the first weight not done, of type `type` (returned), with
+// any F32 weights after it, at most kMaxJobs; marks them done. y may be empty (jobs then
+// have no outputs: to count launches).
+DType next_launch(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, std::vector<bool>& done,
+                  MatvecParams& p) {
+  size_t first = 0;
+  while (done[first]) ++first;
+  DType type = w[first].type;
+  for (size_t i = first; i < w.size() && type == DType::F32; ++i)
+    if (!done[i]) type = w[i].type;
+  p = MatvecParams{};
+  p.x = x.as<const float>();
+  p.in = static_cast<int>(x.ne[0]);
+  p.n = static_cast<int>(x.rows());
+  int direct_rows = 0;
+  for (size_t i = first, jobs = 0; i < w.size() && jobs < kMaxJobs; ++i)
+    if (!done[i] && (w[i].type == type || w[i].type == DType::F32)) {
+      const bool staged = w[i].type != DType::F32 &&
+                          stageable(w[i].data, w[i].row_bytes(), p.in, type_traits(w[i].type).block_elems);
+      if (!staged) direct_rows += static_cast<int>(w[i].rows());
+      ++jobs;
+    }
+  for (size_t i = first; i < w.size() && p.n_jobs < kMaxJobs; ++i) {
+    if (done[i] || (w[i].type != type && w[i].type != DType::F32)) continue;
+    done[i] = true;
+    MatvecJob& j = p.jobs[p.n_jobs++];
+    j.w = static_cast<const uint8_t*>(w[i].data);
+    j.row_bytes = w[i].row_bytes();
+    j.y = y.empty() ? nullptr : y[i].as<float>();
+    j.rows = static_cast<int>(w[i].rows());
+    j.f32 = w[i].type == DType::F32 && type != DType::F32;
+    j.staged = w[i].type != DType::F32 && stageable(j.w, j.row_bytes, p.in, type_traits(w[i].type).block_elems);
+    if (j.staged) {
+      j.first_row = p.staged_rows;
+      p.staged_rows += j.rows;
+    } else {
+      j.split = direct_rows <= kSplitMaxRows;
+      j.rows_per_block = j.split ? kRowsPerWarp : kWarps * kRowsPerWarp;
+      j.first_block = p.direct_blocks;
+      p.direct_blocks += ceil_div(j.rows, j.rows_per_block);
+    }
+  }
+  bool unaligned = false;  // staged rows copied from the 16-byte boundary below them
+  for (int i = 0; i < p.n_jobs; ++i) unaligned = unaligned || (p.jobs[i].staged && p.jobs[i].row_bytes % 16 != 0);
+  dispatch_weight_type(type, [&](auto t) {
+    constexpr DType T = decltype(t)::value;
+    if constexpr (T != DType::F32) p.slot_bytes = slot_bytes_for<T>(unaligned);
+  });
+  return type;
+}
+
 }  // namespace
 
 void matvec_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y, cudaStream_t s) {
-  // Each launch takes the first pending weight's type plus any F32 weights (router,
-  // small gates), at most kMaxJobs weights.
   std::vector<bool> done(w.size(), false);
-  for (size_t first = 0; first < w.size(); ++first) {
-    if (done[first]) continue;
-    DType type = w[first].type;
-    for (size_t i = first; i < w.size() && type == DType::F32; ++i)
-      if (!done[i]) type = w[i].type;
-    MatvecParams p{};
-    p.x = x.as<const float>();
-    p.in = static_cast<int>(x.ne[0]);
-    p.n = static_cast<int>(x.rows());
-    int direct_rows = 0;
-    for (size_t i = first, jobs = 0; i < w.size() && jobs < kMaxJobs; ++i)
-      if (!done[i] && (w[i].type == type || w[i].type == DType::F32)) {
-        const bool staged = w[i].type != DType::F32 &&
-                            stageable(w[i].data, w[i].row_bytes(), p.in, type_traits(w[i].type).block_elems);
-        if (!staged) direct_rows += static_cast<int>(w[i].rows());
-        ++jobs;
-      }
-    for (size_t i = first; i < w.size() && p.n_jobs < kMaxJobs; ++i) {
-      if (done[i] || (w[i].type != type && w[i].type != DType::F32)) continue;
-      done[i] = true;
-      MatvecJob& j = p.jobs[p.n_jobs++];
-      j.w = static_cast<const uint8_t*>(w[i].data);
-      j.row_bytes = w[i].row_bytes();
-      j.y = y[i].as<float>();
-      j.rows = static_cast<int>(w[i].rows());
-      j.f32 = w[i].type == DType::F32 && type != DType::F32;
-      j.staged = w[i].type != DType::F32 && stageable(j.w, j.row_bytes, p.in, type_traits(w[i].type).block_elems);
-      if (j.staged) {
-        j.first_row = p.staged_rows;
-        p.staged_rows += j.rows;
-      } else {
-        j.split = direct_rows <= kSplitMaxRows;
-        j.rows_per_block = j.split ? kRowsPerWarp : kWarps * kRowsPerWarp;
-        j.first_block = p.direct_blocks;
-        p.direct_blocks += ceil_div(j.rows, j.rows_per_block);
-      }
-    }
-    bool unaligned = false;  // staged rows copied from the 16-byte boundary below them
-    for (int i = 0; i < p.n_jobs; ++i) unaligned = unaligned || (p.jobs[i].staged && p.jobs[i].row_bytes % 16 != 0);
-    dispatch_weight_type(type, [&](auto t) {
-      constexpr DType T = decltype(t)::value;
-      if constexpr (T != DType::F32) p.slot_bytes = slot_bytes_for<T>(unaligned);
-      launch_for_tokens<T>(p, s);
-    });
+  while (std::find(done.begin(), done.end(), false) != done.end()) {
+    MatvecParams p;
+    dispatch_weight_type(next_launch(w, x, y, done, p), [&](auto t) { launch_for_tokens<decltype(t)::value>(p, s); });
     ZINC_CUDA_LAUNCHED("matvec");
   }
+}
+
+bool matvec_norm_takes(std::span<const Tensor> w, const Tensor& x) {
+  if (x.rows() != 1 || x.ne[0] > kNormMaxIn || x.ne[0] % 8 != 0 || matmul_batched_takes(w, 1)) return false;
+  std::vector<bool> done(w.size(), false);
+  MatvecParams p;
+  next_launch(w, x, {}, done, p);
+  return std::find(done.begin(), done.end(), false) == done.end();  // one launch
+}
+
+void add_rms_norm_matvec_many(const Tensor& a, const Tensor& b, const Tensor& norm_w, float eps, const Tensor& sum,
+                              const Tensor& h, std::span<const Tensor> w, std::span<const Tensor> y, cudaStream_t s) {
+  std::vector<bool> done(w.size(), false);
+  MatvecParams p;
+  const DType type = next_launch(w, a, y, done, p);
+  p.x_add = b.as<const float>();
+  p.norm_w = norm_w.as<const float>();
+  p.sum = sum.as<float>();
+  p.normed = h.as<float>();
+  p.eps = eps;
+  dispatch_weight_type(type, [&](auto t) {
+    constexpr DType T = decltype(t)::value;
+    launch_matvec_kernel<T, 1, matvec_norm_kernel<T>>(p, s, static_cast<size_t>(p.in) * sizeof(float));
+  });
+  ZINC_CUDA_LAUNCHED("matvec_norm");
 }
 
 void matvec(const Tensor& w, const Tensor& x, const Tensor& y, cudaStream_t s) {

@@ -28,8 +28,19 @@ inline bool stageable(const void* base, size_t row_bytes, int64_t in, int64_t bl
   return (row_bytes % 16 == 0 && in % 256 == 0) || (block_elems == 32 && in % 32 == 0 && in <= 16384);
 }
 
-__device__ __forceinline__ void load_floats8(const float* p, float (&v)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+// Activations a kernel formed in its shared memory (matvec.cu's fused norm), read with
+// plain loads where a `const float*` is read through the read-only data path.
+struct SharedFloats {
+  const float* p;
+  __device__ SharedFloats operator+(int64_t i) const { return {p + i}; }
+};
+
+__device__ __forceinline__ float4 load_float4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float4 load_float4(SharedFloats s) { return *reinterpret_cast<const float4*>(s.p); }
+
+template <class X>
+__device__ __forceinline__ void load_floats8(X p, float (&v)[8]) {
+  const float4 a = load_float4(p), b = load_float4(p + 4);
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
@@ -38,9 +49,9 @@ __device__ __forceinline__ void load_floats8(const float* p, float (&v)[8]) {
 // warps), kGroups groups per pass, t < n. N (<= kMaxDotTokens) bounds n at compile
 // time: token loops are unrolled, and a token past n still costs its predicated-off
 // instructions.
-template <DType T, int R, int kGroups, int N>
-__device__ __forceinline__ void rows_dot(const uint8_t* const (&rows)[R], int in, int g_first, int g_step,
-                                         const float* x, int64_t stride, int n, float (&acc)[R][kMaxDotTokens]) {
+template <DType T, int R, int kGroups, int N, class X = const float*>
+__device__ __forceinline__ void rows_dot(const uint8_t* const (&rows)[R], int in, int g_first, int g_step, X x,
+                                         int64_t stride, int n, float (&acc)[R][kMaxDotTokens]) {
   const int lane = threadIdx.x % 32, n_groups = (in + 255) / 256;
   for (int k0 = 0; g_first + k0 * g_step < n_groups; k0 += kGroups) {
     float w[R][kGroups][8];

@@ -27,6 +27,42 @@ ExpertWeights experts(const Tensor& gate, const Tensor& up, const Tensor& down) 
   return e;
 }
 
+// add_rms_norm_matmul_many: at one token the router's launch forms the norm itself
+// (matvec_norm_kernel: staged rows, direct rows, F32 rows alone; rows of 2048 as the
+// flagship's, 4096 in a team of two, 1024 of Q6_K read directly); at 2 tokens the two ops.
+void check_norm_matmul_many(Checker& c) {
+  struct Case {
+    DType shared;  // the shared expert's gate / up type; F32: the router alone
+    int64_t in;
+  };
+  for (const Case& k : {Case{DType::Q8_0, 2048}, Case{DType::Q4_K, 4096}, Case{DType::Q6_K, 1024},
+                        Case{DType::F32, 2048}}) {
+    std::vector<std::pair<DType, int64_t>> shapes{{DType::F32, 256}};
+    if (k.shared != DType::F32) shapes.insert(shapes.end(), {{k.shared, 512}, {k.shared, 512}, {DType::F32, 1}});
+    std::vector<Checker::Both> ws;
+    for (auto [t, rows] : shapes) ws.push_back(c.weight(t, {k.in, rows}, 0.03f));
+    const std::vector<Tensor> ws_gpu = gpu_copies(ws);
+    auto norm_w = c.f32({k.in}, c.randn(k.in, 0.1f, 1.0f));
+    for (int64_t n : {1, 2}) {
+      auto a = c.f32({k.in, n}, c.randn(k.in * n, 2.0f)), b = c.f32({k.in, n}, c.randn(k.in * n));
+      auto sum = c.out({k.in, n}), h = c.out({k.in, n});
+      std::vector<Checker::Both> ys;
+      std::vector<Tensor> wc, yc, yg;
+      for (const Checker::Both& w : ws) {
+        ys.push_back(c.out({w.cpu.rows(), n}));
+        wc.push_back(w.cpu), yc.push_back(ys.back().cpu), yg.push_back(ys.back().gpu);
+      }
+      c.cpu().add_rms_norm_matmul_many(a.cpu, b.cpu, norm_w.cpu, 1e-6f, sum.cpu, h.cpu, wc, yc);
+      c.gpu().add_rms_norm_matmul_many(a.gpu, b.gpu, norm_w.gpu, 1e-6f, sum.gpu, h.gpu, ws_gpu, yg);
+      const std::string name = "add_rms_norm_matmul_many (" + tname(k.shared) + ") in=" + std::to_string(k.in) +
+                               " n=" + std::to_string(n);
+      c.report(name + " sum, h", std::max(c.rel_err(sum), c.rel_err(h)), 1e-4);
+      for (size_t i = 0; i < ys.size(); ++i)
+        c.report(name + " weight " + std::to_string(i), c.rel_err(ys[i]), matmul_tol(ws_gpu, i, n));
+    }
+  }
+}
+
 void check_fused_ops(Checker& c) {
   constexpr double kTol = 1e-4;
   // Mixed weight types: one launch takes a type plus the F32 weights, the rest follow.
@@ -335,6 +371,7 @@ void check_prefill_ops(Checker& c) {
     c.report("matmul_many router + shared gate/up, Q8_0 weights" + sn, std::max(c.rel_err(ys[1]), c.rel_err(ys[2])),
              matmul_tol(mw_gpu, 1, n));
   }
+  check_norm_matmul_many(c);
 
   const int64_t E = 48, kk = 8, dm = 256, ffe = 256;
   std::vector<float> bias(E);
