@@ -252,4 +252,12 @@ Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, co
   return moe_from_router(be, w, opt, h, proj);
 }
 
+Tensor swiglu_or_moe_after_add(Backend& be, const MoeWeights* moe, const MoeOptions& opt, const FfnWeights& dense,
+                               const Tensor& a, const Tensor& b, const Tensor& norm, float eps, const Tensor& sum) {
+  if (moe) return moe_after_add(be, *moe, opt, a, b, norm, eps, sum);
+  const Tensor h = be.scratch(DType::F32, {a.ne[0], a.rows()});
+  be.add_rms_norm(a, b, nullptr, nullptr, norm, eps, sum, h);
+  return glu_ffn(be, dense, h, Glu::Silu);
+}
+
 }  // namespace zinc::blocks

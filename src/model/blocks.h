@@ -116,5 +116,9 @@ Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor
 // not alias a or b.
 Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& a, const Tensor& b,
                      const Tensor& norm, float eps, const Tensor& sum);
+// A pre-norm layer's FFN half: sum = a + b, then moe_after_add with moe, or SwiGLU
+// glu_ffn(dense, rms_norm(sum, norm, eps)) without.
+Tensor swiglu_or_moe_after_add(Backend& be, const MoeWeights* moe, const MoeOptions& opt, const FfnWeights& dense,
+                               const Tensor& a, const Tensor& b, const Tensor& norm, float eps, const Tensor& sum);
 
 }  // namespace zinc::blocks

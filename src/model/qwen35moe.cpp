@@ -138,14 +138,8 @@ class Qwen35 final : public Model {
       // x + mix goes to x_mid (the MoE router's launch forms it with its norm), the layer's
       // output back to x.
       const Tensor x_mid = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
-      Tensor ffn;
-      if (moe_mode_) {
-        ffn = blocks::moe_after_add(be_, L.moe, moe_opt, x, mix, L.post_attention_norm, eps_, x_mid);
-      } else {
-        const Tensor hf = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
-        be_.add_rms_norm(x, mix, nullptr, nullptr, L.post_attention_norm, eps_, x_mid, hf);
-        ffn = blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
-      }
+      const Tensor ffn = blocks::swiglu_or_moe_after_add(be_, moe_mode_ ? &L.moe : nullptr, moe_opt, L.ffn, x, mix,
+                                                         L.post_attention_norm, eps_, x_mid);
       trace(ffn, "ffn_out", il);
       be_.add_rms_norm(x_mid, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_,
                        eps_, x, h_next);

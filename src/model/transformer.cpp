@@ -120,12 +120,14 @@ class Transformer final : public Model {
       const Layer& L = layers_[il];
       Tensor attn = blocks::attention(be_, L.attn, attn_, batch, il, h);
       trace(attn, "attn_out", il);
-      const Tensor hf = blocks::add_rms_norm(be_, x, attn, L.ffn_norm, eps_);
-      Tensor ffn =
-          variant_.moe ? blocks::moe(be_, L.moe, moe_, hf) : blocks::glu_ffn(be_, L.ffn, hf, blocks::Glu::Silu);
+      // x + attn goes to x_mid (a MoE router's launch forms it with its norm), the layer's
+      // output back to x.
+      const Tensor x_mid = be_.scratch(DType::F32, {n_embd_, batch.n_tokens});
+      const Tensor ffn = blocks::swiglu_or_moe_after_add(be_, variant_.moe ? &L.moe : nullptr, moe_, L.ffn, x, attn,
+                                                         L.ffn_norm, eps_, x_mid);
       trace(ffn, "ffn_out", il);
-      be_.add_rms_norm(x, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_, eps_, x,
-                       h_next);
+      be_.add_rms_norm(x_mid, ffn, nullptr, nullptr, il + 1 < n_layer_ ? layers_[il + 1].attn_norm : output_norm_,
+                       eps_, x, h_next);
       trace(x, "layer_out", il);
       be_.scratch_rewind(layer_start);
       std::swap(h, h_next);
