@@ -106,9 +106,17 @@ Tensor rms_norm(Backend& be, const Tensor& x, const Tensor& w, float eps) {
   return y;
 }
 
-std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x) {
+namespace {
+// Fresh scratch for the outputs of projections w of n tokens.
+std::vector<Tensor> projection_outputs(Backend& be, const std::vector<Tensor>& w, int64_t n) {
   std::vector<Tensor> y;
-  for (const Tensor& wi : w) y.push_back(be.scratch(DType::F32, {wi.ne[1], x.rows()}));
+  for (const Tensor& wi : w) y.push_back(be.scratch(DType::F32, {wi.ne[1], n}));
+  return y;
+}
+}  // namespace
+
+std::vector<Tensor> linear_many(Backend& be, const std::vector<Tensor>& w, const Tensor& x) {
+  std::vector<Tensor> y = projection_outputs(be, w, x.rows());
   be.matmul_many(w, x, y);
   return y;
 }
@@ -236,20 +244,19 @@ Tensor moe_from_router(Backend& be, const MoeWeights& w, const MoeOptions& opt, 
   be.moe_block(x, logits, opt.n_used, opt.renormalize, w.experts, shared ? &shared_expert : nullptr, y);
   return y;
 }
+// moe(w, opt, rms_norm(sum = a + b, norm, eps)), the norm formed with the router's projections.
+Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& a, const Tensor& b,
+                     const Tensor& norm, float eps, const Tensor& sum) {
+  const std::vector<Tensor> ws = router_weights(w);
+  const std::vector<Tensor> proj = projection_outputs(be, ws, a.rows());
+  const Tensor h = be.scratch(DType::F32, {a.ne[0], a.rows()});
+  be.add_rms_norm_matmul_many(a, b, norm, eps, sum, h, ws, proj);
+  return moe_from_router(be, w, opt, h, proj);
+}
 }  // namespace
 
 Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x) {
   return moe_from_router(be, w, opt, x, linear_many(be, router_weights(w), x));
-}
-
-Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& a, const Tensor& b,
-                     const Tensor& norm, float eps, const Tensor& sum) {
-  const std::vector<Tensor> ws = router_weights(w);
-  std::vector<Tensor> proj;
-  for (const Tensor& wi : ws) proj.push_back(be.scratch(DType::F32, {wi.ne[1], a.rows()}));
-  const Tensor h = be.scratch(DType::F32, {a.ne[0], a.rows()});
-  be.add_rms_norm_matmul_many(a, b, norm, eps, sum, h, ws, proj);
-  return moe_from_router(be, w, opt, h, proj);
 }
 
 Tensor swiglu_or_moe_after_add(Backend& be, const MoeWeights* moe, const MoeOptions& opt, const FfnWeights& dense,

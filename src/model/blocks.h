@@ -111,13 +111,9 @@ struct MoeOptions {
   bool renormalize = true;
 };
 Tensor moe(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& x);
-// moe(w, opt, h) of h = rms_norm(sum = a + b, norm, eps): the residual add and the norm
-// before a MoE block formed in the router's launch (add_rms_norm_matmul_many); sum must
-// not alias a or b.
-Tensor moe_after_add(Backend& be, const MoeWeights& w, const MoeOptions& opt, const Tensor& a, const Tensor& b,
-                     const Tensor& norm, float eps, const Tensor& sum);
-// A pre-norm layer's FFN half: sum = a + b, then moe_after_add with moe, or SwiGLU
-// glu_ffn(dense, rms_norm(sum, norm, eps)) without.
+// A pre-norm layer's FFN half on h = rms_norm(sum = a + b, norm, eps): moe(*moe, opt, h),
+// its norm formed in the router's launch (add_rms_norm_matmul_many), or without moe the
+// SwiGLU glu_ffn(dense, h). sum must not alias a or b.
 Tensor swiglu_or_moe_after_add(Backend& be, const MoeWeights* moe, const MoeOptions& opt, const FfnWeights& dense,
                                const Tensor& a, const Tensor& b, const Tensor& norm, float eps, const Tensor& sum);
 

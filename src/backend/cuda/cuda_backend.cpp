@@ -442,17 +442,23 @@ class CudaBackend final : public Backend {
   }
 
   // ---- fused ops (decode kernels in matvec.cu, gdn_decode.cu, gdn_core.cu, moe.cu) ------
-  void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) override {
-    check(w.size() == y.size(), "matmul_many", "one output per weight");
-    check_f32(x, "matmul_many");
-    Key key(OpId::MatmulMany);
-    key << x;
+  // matmul_many's operands (x F32, one F32 output {rows, n} per weight of x's row length),
+  // checked and appended to key.
+  static void check_and_key_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y,
+                                 const char* op, Key& key) {
+    check(w.size() == y.size(), op, "one output per weight");
+    check_f32(x, op);
     for (size_t i = 0; i < w.size(); ++i) {
-      check_f32(y[i], "matmul_many");
-      check(x.ne[0] == w[i].ne[0] && w[i].ne[0] % 8 == 0, "matmul_many", "x row length differs from a weight's");
-      check(y[i].ne[0] == w[i].rows() && y[i].rows() == x.rows(), "matmul_many", "y shape mismatch");
+      check_f32(y[i], op);
+      check(x.ne[0] == w[i].ne[0] && w[i].ne[0] % 8 == 0, op, "x row length differs from a weight's");
+      check(y[i].ne[0] == w[i].rows() && y[i].rows() == x.rows(), op, "y shape mismatch");
       key << w[i] << y[i];
     }
+  }
+  void matmul_many(std::span<const Tensor> w, const Tensor& x, std::span<const Tensor> y) override {
+    Key key(OpId::MatmulMany);
+    key << x;
+    check_and_key_many(w, x, y, "matmul_many", key);
     const bool batch = cuda::matmul_batched_takes(w, x.rows());
     void* xb = batch ? arena_.take(cuda::matmul_batched_scratch_bytes(w, x)) : nullptr;
     submit(key, [=, dense = dense_.get(), ws = std::vector<Tensor>(w.begin(), w.end()),
@@ -487,20 +493,13 @@ class CudaBackend final : public Backend {
       matmul_many(w, h, y);
       return;
     }
-    check_f32(a, "add_rms_norm_matmul_many");
     check(b.n_elements() == a.n_elements() && sum.n_elements() == a.n_elements() && h.n_elements() == a.n_elements(),
           "add_rms_norm_matmul_many", "shapes differ");
     check(norm_w.ne[0] == a.ne[0] && norm_w.type == DType::F32, "add_rms_norm_matmul_many", "norm weight shape/type");
     check(sum.data != a.data && sum.data != b.data, "add_rms_norm_matmul_many", "sum aliases an input");
-    check(w.size() == y.size(), "add_rms_norm_matmul_many", "one output per weight");
     Key key(OpId::AddRmsNormMatmulMany);
     key << a << b << norm_w << eps << sum << h;
-    for (size_t i = 0; i < w.size(); ++i) {
-      check_f32(y[i], "add_rms_norm_matmul_many");
-      check(a.ne[0] == w[i].ne[0], "add_rms_norm_matmul_many", "a's rows differ from a weight's");
-      check(y[i].ne[0] == w[i].rows() && y[i].rows() == 1, "add_rms_norm_matmul_many", "y shape mismatch");
-      key << w[i] << y[i];
-    }
+    check_and_key_many(w, a, y, "add_rms_norm_matmul_many", key);
     submit(key, [=, ws = std::vector<Tensor>(w.begin(), w.end()), ys = std::vector<Tensor>(y.begin(), y.end())](
                     cudaStream_t s) { cuda::add_rms_norm_matvec_many(a, b, norm_w, eps, sum, h, ws, ys, s); });
   }
