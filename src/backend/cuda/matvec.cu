@@ -551,8 +551,11 @@ struct NormedInput {
 // team holds its chunk of token 0's activations in registers (LaneActs) and takes its
 // rows two at a time (two independent dot products per lane and token), with two more
 // rows in flight. A row that does not start on a 16-byte boundary (stageable) is
-// copied from the boundary below it (WarpStream::issue_unaligned).
-template <DType T, int N, bool kInt8 = false, class In = PlainInput>
+// copied from the boundary below it (WarpStream::issue_unaligned). kPairs: whole rows of
+// one weight (a team of one), a slot holding two adjacent rows copied together, so four
+// slots keep the next six rows in flight (the LM head's 417 MB: session 42's probe moved
+// them at 4.01 TB/s in two-row slots, 3.73 in one-row slots).
+template <DType T, int N, bool kInt8 = false, class In = PlainInput, bool kPairs = false>
 __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* smem, In in = {}) {
   static_assert(kStages == 4, "two rows in use and two in flight");
   __shared__ float part[2][2][N][kWarps];  // [row pair parity][row of the pair][token][warp]
@@ -569,14 +572,23 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   const int chunk_bytes = chunk / Dequant<T>::kBlockElems * Dequant<T>::kBlockBytes;
   WarpStream<kStages> stream = warp_stream<T>(smem, warp, p.slot_bytes);
   RowCursor fetch(p, first), work = fetch;
+  // Item i: row i, or with kPairs rows 2i and 2i + 1.
   const auto issue = [&](int i) {
-    if (idle || i >= rows) return stream.issue(i, nullptr, 0);
-    stream.issue_unaligned(i, fetch.chunk(p, c, chunk_bytes), bytes);
-    fetch.next(p, 1);
+    if constexpr (kPairs) {
+      if (idle || 2 * i >= rows) return stream.issue(i, nullptr, 0);
+      const int k = min(2, rows - 2 * i);
+      stream.issue_unaligned(i, fetch.chunk(p, c, chunk_bytes), k * bytes);
+      fetch.next(p, k);
+    } else {
+      if (idle || i >= rows) return stream.issue(i, nullptr, 0);
+      stream.issue_unaligned(i, fetch.chunk(p, c, chunk_bytes), bytes);
+      fetch.next(p, 1);
+    }
   };
   issue(0);
   issue(1);
   const auto x = in.begin(p);
+  if constexpr (kPairs) issue(2);
 
   using Acts = std::conditional_t<kInt8, LaneActs<T, 1, T == DType::Q6_K ? Lanes::kQ6Int8 : Lanes::kQ8Int8>,
                                   LaneActs<T, N>>;
@@ -584,8 +596,12 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
   xa.load(x + c * chunk, p.in, p.n, elems, lane);
   for (int r = 0; r < rows; r += 2) {
     const bool two = r + 1 < rows;
-    issue(r + 2);
-    issue(r + 3);
+    if constexpr (kPairs) {
+      issue(r / 2 + 3);
+    } else {
+      issue(r + 2);
+      issue(r + 3);
+    }
     float sum[2][N] = {};
     // The lane's part of K rows' dot products, the rows in slots s.
     const auto dots = [&]<int K>(const uint8_t* const (&s)[K]) {
@@ -595,10 +611,11 @@ __device__ __forceinline__ void staged_rows_regs(const MatvecParams& p, uint4* s
     };
     if (!idle) {
       if (two) {
-        const uint8_t* const s[2] = {stream.wait(r), stream.wait(r + 1)};
+        const uint8_t* pair = kPairs ? stream.wait(r / 2) : nullptr;
+        const uint8_t* const s[2] = {kPairs ? pair : stream.wait(r), kPairs ? pair + bytes : stream.wait(r + 1)};
         dots(s);
       } else {
-        const uint8_t* const s[1] = {stream.wait(r)};
+        const uint8_t* const s[1] = {stream.wait(kPairs ? r / 2 : r)};
         dots(s);
       }
       stream.release();
@@ -737,14 +754,19 @@ __device__ __forceinline__ void direct_rows(const MatvecJob& j, const MatvecPara
   }
 }
 
-// One token, every row staged, x as int8 terms: Q6_K rows one chunk long (the flagship's
-// LM head: 2048; kQ6Int8 lanes: 119 us on an H200 against the float lanes' 168,
-// PERFORMANCE.md, session 43) and Q8_0 rows of up to kWarps chunks (kQ8Int8).
+// One token, every row staged, x as int8 terms: Q6_K rows one chunk long of one weight
+// (the flagship's LM head: 2048; kQ6Int8 lanes: 119 us on an H200 against the float
+// lanes' 168, PERFORMANCE.md, session 43), two rows a slot (121.0 -> 116.3 us, session
+// 72), and Q8_0 rows of up to kWarps chunks (kQ8Int8).
+template <DType T>
+constexpr bool int8_pairs() {
+  return T == DType::Q6_K;
+}
 template <DType T>
 __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
     matvec_int8_kernel(const __grid_constant__ MatvecParams p) {
   extern __shared__ uint4 stage[];
-  staged_rows_regs<T, 1, true>(p, stage);
+  staged_rows_regs<T, 1, true, PlainInput, int8_pairs<T>()>(p, stage);
 }
 
 // A block's rows: staged (from blocks direct_blocks on) or read directly.
@@ -785,17 +807,20 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
 }
 
 // Staged blocks: as many as fit on the GPU beside the direct ones, at most one team per row.
-// norm_bytes: NormedInput's row after the slots (matvec_norm_kernel), else 0.
+// norm_bytes: NormedInput's row after the slots (matvec_norm_kernel), else 0. item_rows:
+// rows a slot holds (2: staged_rows_regs' kPairs).
 template <DType T, int N, auto Kernel>
-void launch_matvec_kernel(MatvecParams& p, cudaStream_t s, size_t norm_bytes = 0) {
+void launch_matvec_kernel(MatvecParams& p, cudaStream_t s, size_t norm_bytes = 0, int item_rows = 1) {
   size_t smem = 0;
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
+      p.slot_bytes = item_rows * stage_bytes<T>() + (p.slot_bytes - stage_bytes<T>());
       smem = stage_smem_bytes(p.slot_bytes);
       // Counted at the padded size and the longest row: the same for every launch.
-      static const int resident = resident_blocks<Kernel>(
-          32 * kWarps, stage_smem_bytes(slot_bytes_for<T>(true)) + (norm_bytes > 0 ? kNormMaxIn * sizeof(float) : 0));
+      static const int resident =
+          resident_blocks<Kernel>(32 * kWarps, stage_smem_bytes(item_rows * stage_bytes<T>() + 16) +
+                                                   (norm_bytes > 0 ? kNormMaxIn * sizeof(float) : 0));
       // A warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;
@@ -823,8 +848,9 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
     // PERFORMANCE.md session 69).
     const int max_in = T == DType::Q6_K ? kStageGroups * 256 : kWarps * kStageGroups * 256;
     const bool rows_ok = T == DType::Q6_K ? p.in == max_in : p.in <= max_in && p.staged_rows >= kLmHeadMinRows;
-    if (p.direct_blocks == 0 && p.staged_rows > 0 && rows_ok)
-      return launch_matvec_kernel<T, N, matvec_int8_kernel<T>>(p, s);
+    // Two rows a slot: adjacent rows of one weight (its rows are whole chunks).
+    if (p.direct_blocks == 0 && p.staged_rows > 0 && rows_ok && (!int8_pairs<T>() || p.n_jobs == 1))
+      return launch_matvec_kernel<T, N, matvec_int8_kernel<T>>(p, s, 0, int8_pairs<T>() ? 2 : 1);
   }
   launch_matvec_kernel<T, N, matvec_kernel<T, N>>(p, s);
 }
