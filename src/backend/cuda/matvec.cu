@@ -815,12 +815,13 @@ void launch_matvec_kernel(MatvecParams& p, cudaStream_t s, size_t norm_bytes = 0
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
-      p.slot_bytes = item_rows * stage_bytes<T>() + (p.slot_bytes - stage_bytes<T>());
+      const int more_rows = (item_rows - 1) * stage_bytes<T>();  // a slot's rows after its first
+      p.slot_bytes += more_rows;
       smem = stage_smem_bytes(p.slot_bytes);
       // Counted at the padded size and the longest row: the same for every launch.
-      static const int resident =
-          resident_blocks<Kernel>(32 * kWarps, stage_smem_bytes(item_rows * stage_bytes<T>() + 16) +
-                                                   (norm_bytes > 0 ? kNormMaxIn * sizeof(float) : 0));
+      static const int resident = resident_blocks<Kernel>(
+          32 * kWarps,
+          stage_smem_bytes(slot_bytes_for<T>(true) + more_rows) + (norm_bytes > 0 ? kNormMaxIn * sizeof(float) : 0));
       // A warp per chunk of a row (up to kWarps chunks).
       const int chunks = ceil_div(ceil_div(p.in, 256), kStageGroups);
       p.team = 1;
