@@ -807,15 +807,16 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocksPerSM)
 }
 
 // Staged blocks: as many as fit on the GPU beside the direct ones, at most one team per row.
-// norm_bytes: NormedInput's row after the slots (matvec_norm_kernel), else 0. item_rows:
-// rows a slot holds (2: staged_rows_regs' kPairs).
-template <DType T, int N, auto Kernel>
-void launch_matvec_kernel(MatvecParams& p, cudaStream_t s, size_t norm_bytes = 0, int item_rows = 1) {
+// norm_bytes: NormedInput's row after the slots (matvec_norm_kernel), else 0. kItemRows:
+// rows a slot holds (2: staged_rows_regs' kPairs); a template argument, since the resident
+// count below, which depends on it, is computed once per instance.
+template <DType T, int N, auto Kernel, int kItemRows = 1>
+void launch_matvec_kernel(MatvecParams& p, cudaStream_t s, size_t norm_bytes = 0) {
   size_t smem = 0;
   int staged_blocks = 0;
   if constexpr (T != DType::F32) {
     if (p.staged_rows > 0) {
-      const int more_rows = (item_rows - 1) * stage_bytes<T>();  // a slot's rows after its first
+      const int more_rows = (kItemRows - 1) * stage_bytes<T>();  // a slot's rows after its first
       p.slot_bytes += more_rows;
       smem = stage_smem_bytes(p.slot_bytes);
       // Counted at the padded size and the longest row: the same for every launch.
@@ -851,7 +852,7 @@ void launch_matvec(MatvecParams& p, cudaStream_t s) {
     const bool rows_ok = T == DType::Q6_K ? p.in == max_in : p.in <= max_in && p.staged_rows >= kLmHeadMinRows;
     // Two rows a slot: adjacent rows of one weight (its rows are whole chunks).
     if (p.direct_blocks == 0 && p.staged_rows > 0 && rows_ok && (!int8_pairs<T>() || p.n_jobs == 1))
-      return launch_matvec_kernel<T, N, matvec_int8_kernel<T>>(p, s, 0, int8_pairs<T>() ? 2 : 1);
+      return launch_matvec_kernel<T, N, matvec_int8_kernel<T>, int8_pairs<T>() ? 2 : 1>(p, s);
   }
   launch_matvec_kernel<T, N, matvec_kernel<T, N>>(p, s);
 }
